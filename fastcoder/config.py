@@ -1,0 +1,111 @@
+"""The one configuration object of the engine.
+
+Every tunable of FastCoder decoding lives here, with the paper's default and what
+it does. The server and the CLIs build one of these (``DecodeConfig.from_dict``)
+and pass it down; nothing else carries engine parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+METHODS = ("ar", "pld", "rest", "fastcoder", "reuse")
+
+
+@dataclass
+class DecodeConfig:
+    # --- what to run -------------------------------------------------------------
+    method: str = "fastcoder"
+    """Drafter: ar (no draft), pld (prompt lookup), rest (D_c only),
+    fastcoder (CACHE + D_r + D_c + live context, skip tokens, missing table), reuse."""
+    max_new_tokens: int = 512
+    """Hard cap on generated tokens."""
+    stop_strings: tuple[str, ...] = ()
+    """Generation stops once the decoded output contains one of these (output is cut before it)."""
+    time_budget_s: float | None = None
+    """Stop (keeping what was generated) once this many seconds have passed."""
+
+    # --- retrieval -----------------------------------------------------------------
+    n_max: int = 16
+    """Longest context suffix tried for an exact match."""
+    n_min: int = 2
+    """Shortest suffix tried; below this nothing is retrieved."""
+    max_draft_tokens: int | None = None
+    """Nodes in the draft tree. None = choose from the measured verify-cost curve c(k)."""
+    max_draft_depth: int = 16
+    """Longest root-to-leaf path in a draft tree."""
+    alpha: float = 1.0
+    """Trie weight of D_r counts."""
+    beta: float = 1.0
+    """Trie weight of D_c counts."""
+    gamma: float = 1.0
+    """Trie weight of D_d (the workspace's dependencies) counts."""
+    context_weight: float = 1.0
+    """Trie weight of the live context (prompt + output so far) source."""
+    cache_weight: float = 1.0
+    """Trie weight of the CACHE source."""
+    weighting: str = "freq"
+    """How a source's counts enter the trie: 'count' (raw, as the paper) or 'freq'
+    (each source's counts scaled to frequencies first; measured slightly better)."""
+    use_context: bool = True
+    """Use the live context (prompt + output so far) as a draft source (fastcoder)."""
+    use_datastores: bool = True
+    """Search D_r / D_c / D_d (ablation: fastcoder without D_r is datastores with D_r removed)."""
+
+    # --- CACHE -----------------------------------------------------------------------
+    use_cache: bool = True
+    cache_min_sequences: int = 50
+    """l: the CACHE is searched first once it holds at least this many sequences."""
+    cache_output_chunk: int = 20
+    """The model's output is added to the CACHE every this many tokens."""
+    cache_max_sequences: int = 2000
+    """Bound on CACHE sequences; the oldest are evicted first."""
+
+    # --- skip tokens and missing table -------------------------------------------------
+    use_skip: bool = True
+    skip_probability: float = 0.5
+    """p: at a skip token (first non-whitespace token of a line) retrieve with this probability."""
+    use_missing_table: bool = True
+    missing_table_size: int = 4096
+    """Bound on remembered suffixes that found nothing (LRU)."""
+    seed: int = 0
+    """Seed of the skip-token RNG, so runs are reproducible."""
+
+    # --- reuse (EfficientEdit) ------------------------------------------------------------
+    reuse_resync_tokens: int = 4
+    """Tokens of recent output used to re-sync to the reference text."""
+
+    parallel_search: bool = True
+    """Search the datastores in parallel threads."""
+
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
+        if self.n_min < 1 or self.n_max < self.n_min:
+            raise ValueError("need 1 <= n_min <= n_max")
+        if self.weighting not in ("count", "freq"):
+            raise ValueError("weighting must be 'count' or 'freq'")
+        if not 0.0 <= self.skip_probability <= 1.0:
+            raise ValueError("skip_probability must be in [0, 1]")
+        if self.max_draft_tokens is not None and self.max_draft_tokens < 0:
+            raise ValueError("max_draft_tokens must be >= 0")
+        self.stop_strings = tuple(self.stop_strings)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> "DecodeConfig":
+        """Build from a dict (e.g. LSP initializationOptions); camelCase keys work too."""
+        data = dict(data or {})
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            snake = "".join("_" + c.lower() if c.isupper() else c for c in key)
+            if snake in names:
+                kwargs[snake] = value
+        return cls(**kwargs)
+
+    def replace(self, **changes: Any) -> "DecodeConfig":
+        return dataclasses.replace(self, **changes)
