@@ -76,6 +76,8 @@ class DecodeConfig:
     # --- reuse (EfficientEdit) ------------------------------------------------------------
     reuse_resync_tokens: int = 4
     """Tokens of recent output used to re-sync to the reference text."""
+    reuse_max_tokens: int = 96
+    """Longest linear draft taken from the reference text in one step."""
 
     parallel_search: bool = True
     """Search the datastores in parallel threads."""

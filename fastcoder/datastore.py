@@ -1,0 +1,392 @@
+"""Token datastore: a suffix array over the int32 token ids of many documents.
+
+Layout of the token array: ``doc_0 SEP doc_1 SEP ... doc_{D-1} SEP`` where ``SEP`` is
+``2**31 - 1``, an id no tokenizer produces, so a match never crosses a document.
+
+Query (:meth:`TokenDatastore.retrieve`): the longest suffix of the context, from
+``n_max`` tokens down to ``n_min``, that occurs in the store; then the most frequent
+continuations of it, with **exact** counts for every prefix. All suffixes that start
+with the pattern are one contiguous, sorted range of the suffix array, so the
+continuations inside it are sorted too and a prefix's count is a run length; we expand
+the heaviest prefixes best-first, each expansion a vectorised gather of one column.
+
+On disk (``save``/``load``), one file::
+
+    magic "FCDS" | u32 version | u32 header length | JSON header | pad to 64
+    tokens int32[n] | suffix array int32/int64[n] | doc_starts int64[D]
+
+The JSON header holds the tokenizer fingerprint, document count, token count, a
+CRC32 of the arrays and free-form ``meta`` (e.g. provenance). Arrays are memory
+mapped, never copied. A foreign or corrupt file raises :class:`DatastoreError`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import struct
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from fastcoder.errors import DatastoreError
+
+SEP = np.int32(2**31 - 1)
+MAGIC = b"FCDS"
+FORMAT_VERSION = 1
+_ALIGN = 64
+
+Path_ = tuple[int, ...]
+
+
+@dataclass
+class Retrieval:
+    """What one source drafts for one context.
+
+    ``match_len``: length of the longest context suffix found (0 = nothing).
+    ``nodes``: (token path from the match, exact count) for the heaviest prefixes,
+    every path's own prefixes included, heaviest first.
+    ``total``: number of occurrences of the matched suffix (the root count).
+    """
+
+    match_len: int = 0
+    nodes: list[tuple[Path_, int]] = field(default_factory=list)
+    total: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes)
+
+
+def _crc(arrays: Iterable[np.ndarray]) -> int:
+    crc = 0
+    for arr in arrays:
+        view = memoryview(np.ascontiguousarray(arr)).cast("B")
+        step = 1 << 26
+        for i in range(0, len(view), step):
+            crc = zlib.crc32(view[i : i + step], crc)
+    return crc
+
+
+class TokenDatastore:
+    """Suffix-array index over token documents. Immutable once built."""
+
+    def __init__(
+        self,
+        tokens: np.ndarray,
+        sa: np.ndarray,
+        doc_starts: np.ndarray,
+        *,
+        fingerprint: str = "",
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        self.tokens = tokens
+        self.sa = sa
+        self.doc_starts = doc_starts
+        self.fingerprint = fingerprint
+        self.meta = dict(meta or {})
+        self._tokens_list_cache: list[int] | None = None
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def build(
+        cls,
+        docs: Iterable[Sequence[int] | np.ndarray],
+        *,
+        fingerprint: str = "",
+        meta: dict[str, Any] | None = None,
+    ) -> "TokenDatastore":
+        """Build from token documents (each a sequence of non-negative ids < 2**31-1)."""
+        from pydivsufsort import divsufsort
+
+        parts: list[np.ndarray] = []
+        starts: list[int] = []
+        pos = 0
+        sep = np.array([SEP], dtype=np.int32)
+        for doc in docs:
+            arr = np.asarray(doc, dtype=np.int64)
+            if arr.size and (arr.min() < 0 or arr.max() >= int(SEP)):
+                raise DatastoreError("token ids must be in [0, 2**31 - 1)")
+            starts.append(pos)
+            parts.append(arr.astype(np.int32))
+            parts.append(sep)
+            pos += arr.size + 1
+        tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+        if tokens.size:
+            sa = divsufsort(tokens)
+            sa = sa.astype(np.int32 if tokens.size < 2**31 else np.int64, copy=False)
+        else:
+            sa = np.zeros(0, dtype=np.int32)
+        return cls(tokens, sa, np.asarray(starts, dtype=np.int64), fingerprint=fingerprint, meta=meta)
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n_tokens(self) -> int:
+        """Tokens stored, separators excluded."""
+        return int(self.tokens.size - self.doc_starts.size)
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.doc_starts.size)
+
+    def doc_tokens(self, doc: int) -> np.ndarray:
+        start = int(self.doc_starts[doc])
+        end = int(self.doc_starts[doc + 1]) - 1 if doc + 1 < self.n_docs else self.tokens.size - 1
+        return self.tokens[start:end]
+
+    def doc_of(self, positions: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.doc_starts, positions, side="right") - 1
+
+    # ------------------------------------------------------------------ search
+    def _compare_at(self, i: int, pattern: list[int]) -> int:
+        """Compare suffix SA[i] (first len(pattern) tokens) with pattern: -1, 0, 1."""
+        s = int(self.sa[i])
+        seg = self.tokens[s : s + len(pattern)].tolist()
+        if seg == pattern:
+            return 0
+        return -1 if seg < pattern else 1
+
+    def find_range(self, pattern: Sequence[int]) -> tuple[int, int]:
+        """Suffix-array range [lo, hi) of suffixes that start with ``pattern``."""
+        pat = [int(t) for t in pattern]
+        n = int(self.sa.size)
+        lo, hi = 0, n
+        while lo < hi:  # first suffix >= pattern
+            mid = (lo + hi) // 2
+            if self._compare_at(mid, pat) < 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        first = lo
+        hi = n
+        while lo < hi:  # first suffix > pattern (as a prefix)
+            mid = (lo + hi) // 2
+            if self._compare_at(mid, pat) <= 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        return first, lo
+
+    def _live_positions(self, lo: int, hi: int, dead_docs: np.ndarray | None) -> np.ndarray:
+        pos = np.asarray(self.sa[lo:hi], dtype=np.int64)
+        if dead_docs is not None and dead_docs.size and pos.size:
+            pos = pos[~np.isin(self.doc_of(pos), dead_docs)]
+        return pos
+
+    def longest_match(
+        self,
+        context: Sequence[int],
+        n_max: int = 16,
+        n_min: int = 2,
+        dead_docs: np.ndarray | None = None,
+    ) -> tuple[int, np.ndarray]:
+        """Longest suffix length in [n_min, n_max] of ``context`` that occurs, and the
+        (live) start positions of its occurrences. (0, empty) when none occurs.
+
+        Occurrence is monotone in the length (a suffix of an occurrence occurs), so the
+        length is found by binary search: about log2(n_max - n_min) range look-ups.
+        """
+        ctx = list(context)[-n_max:]
+        if self.sa.size == 0 or len(ctx) < n_min:
+            return 0, np.zeros(0, dtype=np.int64)
+        best_len, best_pos = 0, np.zeros(0, dtype=np.int64)
+        lo_n, hi_n = n_min, min(n_max, len(ctx))
+        while lo_n <= hi_n:
+            n = (lo_n + hi_n) // 2
+            lo, hi = self.find_range(ctx[-n:])
+            pos = self._live_positions(lo, hi, dead_docs) if hi > lo else None
+            if pos is not None and pos.size:
+                best_len, best_pos = n, pos
+                lo_n = n + 1
+            else:
+                hi_n = n - 1
+        return best_len, best_pos
+
+    def continuations(
+        self,
+        starts: np.ndarray,
+        max_nodes: int = 64,
+        max_depth: int = 16,
+    ) -> list[tuple[Path_, int]]:
+        """The ``max_nodes`` heaviest continuation prefixes of the given start positions
+        (positions right after the match), with exact counts, heaviest first.
+
+        ``starts`` must be sorted by their continuations (suffix-array order) — true for
+        a suffix-array range and kept by filtering.
+        """
+        out: list[tuple[Path_, int]] = []
+        if starts.size == 0 or max_nodes <= 0 or max_depth <= 0:
+            return out
+        tokens = self.tokens
+        n_tok = tokens.size
+        counter = 0
+        # heap of (-count, tiebreak, path, positions-of-this-node)
+        heap: list[tuple[int, int, Path_, np.ndarray]] = []
+
+        def push_children(path: Path_, pos: np.ndarray) -> None:
+            nonlocal counter
+            if len(path) >= max_depth:
+                return
+            idx = pos + len(path)
+            col = np.full(pos.size, SEP, dtype=np.int32)
+            ok = idx < n_tok
+            col[ok] = tokens[idx[ok]]
+            # rows are sorted by continuation, so equal tokens are adjacent runs;
+            # but filtering dead docs or sub-ranges keeps order, so runs stay runs.
+            bounds = np.flatnonzero(col[1:] != col[:-1]) + 1
+            run_starts = np.concatenate(([0], bounds))
+            run_ends = np.concatenate((bounds, [col.size]))
+            for s, e in zip(run_starts.tolist(), run_ends.tolist()):
+                tok = int(col[s])
+                if tok == SEP:
+                    continue
+                counter += 1
+                heapq.heappush(heap, (-(e - s), counter, path + (tok,), pos[s:e]))
+
+        push_children((), starts)
+        while heap and len(out) < max_nodes:
+            neg, _, path, pos = heapq.heappop(heap)
+            out.append((path, -neg))
+            push_children(path, pos)
+        return out
+
+    def retrieve(
+        self,
+        context: Sequence[int],
+        *,
+        n_max: int = 16,
+        n_min: int = 2,
+        max_nodes: int = 64,
+        max_depth: int = 16,
+        dead_docs: np.ndarray | None = None,
+    ) -> Retrieval:
+        """Longest-suffix match of ``context`` and its heaviest continuations."""
+        m, pos = self.longest_match(context, n_max, n_min, dead_docs)
+        if m == 0:
+            return Retrieval()
+        nodes = self.continuations(pos + m, max_nodes=max_nodes, max_depth=max_depth)
+        return Retrieval(match_len=m, nodes=nodes, total=int(pos.size))
+
+    # ------------------------------------------------------------------ integrity
+    def check(self, samples: int = 2000, seed: int = 0) -> None:
+        """Integrity check: sizes agree, separators sit where doc_starts say, and a
+        sample of adjacent suffix-array entries is in order. Raises DatastoreError."""
+        n = self.tokens.size
+        if self.sa.size != n:
+            raise DatastoreError(f"suffix array has {self.sa.size} entries for {n} tokens")
+        if self.n_docs:
+            ends = np.concatenate((self.doc_starts[1:], [n])) - 1
+            if np.any(self.tokens[ends] != SEP) or int(np.count_nonzero(self.tokens == SEP)) != self.n_docs:
+                raise DatastoreError("document separators do not match the document table")
+        if n < 2:
+            return
+        rng = np.random.default_rng(seed)
+        for i in rng.integers(0, n - 1, size=min(samples, n - 1)).tolist():
+            a, b = int(self.sa[i]), int(self.sa[i + 1])
+            if not (0 <= a < n and 0 <= b < n):
+                raise DatastoreError("suffix array entry out of range")
+            la = self.tokens[a : a + 32].tolist()
+            lb = self.tokens[b : b + 32].tolist()
+            if la > lb:
+                raise DatastoreError(f"suffix array out of order at {i}")
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write atomically (temp file in the same directory, then rename)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays = [np.ascontiguousarray(self.tokens), np.ascontiguousarray(self.sa), np.ascontiguousarray(self.doc_starts)]
+        header = {
+            "fingerprint": self.fingerprint,
+            "n_docs": self.n_docs,
+            "n_tokens": self.n_tokens,
+            "n_total": int(self.tokens.size),
+            "sa_dtype": str(self.sa.dtype),
+            "crc32": _crc(arrays),
+            "meta": self.meta,
+        }
+        blob = json.dumps(header).encode()
+        head = MAGIC + struct.pack("<II", FORMAT_VERSION, len(blob)) + blob
+        head += b"\0" * (-len(head) % _ALIGN)
+        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(head)
+                for arr in arrays:
+                    fh.write(memoryview(arr).cast("B"))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+
+    @staticmethod
+    def read_header(path: str | os.PathLike[str]) -> tuple[dict[str, Any], int]:
+        """(header dict, offset of the first array). Raises DatastoreError."""
+        try:
+            with open(path, "rb") as fh:
+                start = fh.read(12)
+                if len(start) < 12 or start[:4] != MAGIC:
+                    raise DatastoreError(f"{path}: not a FastCoder datastore (bad magic)")
+                version, hlen = struct.unpack("<II", start[4:12])
+                if version != FORMAT_VERSION:
+                    raise DatastoreError(f"{path}: datastore format version {version}, expected {FORMAT_VERSION}; rebuild it")
+                blob = fh.read(hlen)
+        except OSError as exc:
+            raise DatastoreError(f"{path}: cannot read datastore: {exc}") from exc
+        try:
+            header = json.loads(blob)
+        except ValueError as exc:
+            raise DatastoreError(f"{path}: corrupt datastore header") from exc
+        offset = 12 + hlen
+        offset += -offset % _ALIGN
+        return header, offset
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        expected_fingerprint: str | None = None,
+        verify: bool = True,
+    ) -> "TokenDatastore":
+        """Memory-map a saved store. ``verify`` checks the CRC32 of the arrays."""
+        header, offset = cls.read_header(path)
+        fp = header.get("fingerprint", "")
+        if expected_fingerprint is not None and fp != expected_fingerprint:
+            raise DatastoreError(
+                f"{path}: built for tokenizer {fp or '?'}, but the model's tokenizer is {expected_fingerprint}"
+            )
+        try:
+            n_total = int(header["n_total"])
+            n_docs = int(header["n_docs"])
+            sa_dtype = np.dtype(header["sa_dtype"])
+            size = os.path.getsize(path)
+            need = offset + n_total * 4 + n_total * sa_dtype.itemsize + n_docs * 8
+            if size != need:
+                raise DatastoreError(f"{path}: truncated or corrupt datastore ({size} bytes, expected {need})")
+            if n_total == 0:
+                tokens = np.zeros(0, np.int32)
+                sa = np.zeros(0, sa_dtype)
+            else:
+                tokens = np.memmap(path, dtype=np.int32, mode="r", offset=offset, shape=(n_total,))
+                sa = np.memmap(path, dtype=sa_dtype, mode="r", offset=offset + n_total * 4, shape=(n_total,))
+            off_docs = offset + n_total * (4 + sa_dtype.itemsize)
+            doc_starts = (
+                np.memmap(path, dtype=np.int64, mode="r", offset=off_docs, shape=(n_docs,))
+                if n_docs
+                else np.zeros(0, np.int64)
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DatastoreError(f"{path}: corrupt datastore header ({exc})") from exc
+        if verify and _crc([tokens, sa, doc_starts]) != header.get("crc32"):
+            raise DatastoreError(f"{path}: checksum mismatch: the datastore is corrupt; rebuild it")
+        return cls(tokens, sa, doc_starts, fingerprint=fp, meta=header.get("meta") or {})

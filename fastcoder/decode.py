@@ -1,0 +1,201 @@
+"""The decode loop: one loop, every drafter.
+
+Read top to bottom::
+
+    first = prefill(prompt)                      # KV prefix reuse via the session
+    while not stopped:
+        tree  = drafter.draft(tokens)            # may be empty (AR)
+        tree  = trim(tree, cost curve)           # draft budget from the hardware
+        step  = verifier.step(kv, last, tree)    # one forward, greedy acceptance, KV compaction
+        new   = accepted tokens + bonus token
+        commit new tokens one by one, stopping exactly where AR would stop
+        drafter.update(...)                      # CACHE, live context, re-sync
+
+Stopping rules (checked token by token, so every method cuts at the same token):
+EOS, ``max_new_tokens``, stop strings, a caller predicate on the decoded text,
+the time budget and a cancellation event (checked between forward passes).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from fastcoder.budget import CostCurve
+from fastcoder.config import DecodeConfig
+from fastcoder.drafters import DraftState, Drafter
+from fastcoder.session import Session
+from fastcoder.stats import GenStats
+from fastcoder.tokens import TokenInfo
+from fastcoder.trie import DraftTree
+from fastcoder.verifier import Verifier
+
+# A stop predicate sees the decoded output so far and returns the character index at
+# which to cut it, or None to go on.
+StopFn = Callable[[str], "int | None"]
+StepCallback = Callable[[list[int], GenStats], None]
+
+
+class Cancelled(Exception):
+    """Generation was cancelled through the cancellation event."""
+
+
+@dataclass
+class Generation:
+    tokens: list[int]
+    text: str
+    stats: GenStats
+    cancelled: bool = False
+    margins: list[float] = field(default_factory=list)
+
+
+def _stop_strings_fn(stops: Sequence[str]) -> StopFn | None:
+    if not stops:
+        return None
+
+    def fn(text: str) -> int | None:
+        cuts = [i for i in (text.find(s) for s in stops) if i >= 0]
+        return min(cuts) if cuts else None
+
+    return fn
+
+
+def generate(
+    verifier: Verifier,
+    tokenizer,
+    drafter: Drafter,
+    prompt_ids: Sequence[int],
+    config: DecodeConfig,
+    *,
+    session: Session | None = None,
+    stop_fn: StopFn | None = None,
+    cancel: threading.Event | None = None,
+    on_step: StepCallback | None = None,
+    cost_curve: CostCurve | None = None,
+    raise_on_cancel: bool = False,
+) -> Generation:
+    """Greedy generation of up to ``config.max_new_tokens`` tokens after ``prompt_ids``.
+
+    The output equals plain greedy decoding for every drafter (lossless).
+    """
+    t_start = time.perf_counter()
+    session = session or Session(config)
+    stats = GenStats(method=drafter.name, prompt_tokens=len(prompt_ids))
+    eos = _eos_ids(tokenizer, verifier.model)
+    string_stop = _stop_strings_fn(config.stop_strings)
+    info = TokenInfo.for_tokenizer(tokenizer) if drafter.name in ("fastcoder", "rest", "reuse") else None
+    margins: list[float] = []
+    out: list[int] = []
+    cut_text: int | None = None
+
+    def stop_at(text: str) -> int | None:
+        cuts = [c for c in (string_stop(text) if string_stop else None, stop_fn(text) if stop_fn else None) if c is not None]
+        return min(cuts) if cuts else None
+
+    def commit(new: Sequence[int]) -> bool:
+        """Append tokens one by one; True when generation must stop."""
+        nonlocal cut_text
+        for tok in new:
+            if tok in eos:
+                stats.stop_reason = "eos"
+                return True
+            out.append(tok)
+            if string_stop or stop_fn:
+                text = tokenizer.decode(out, skip_special_tokens=True)
+                cut = stop_at(text)
+                if cut is not None:
+                    cut_text = cut
+                    stats.stop_reason = "stop"
+                    return True
+            if len(out) >= config.max_new_tokens:
+                stats.stop_reason = "max_new_tokens"
+                return True
+        return False
+
+    cancelled = False
+    with session.lock:
+        t0 = time.perf_counter()
+        first, prefilled, margin = verifier.prefill(session.kv, prompt_ids)
+        stats.prefill_s = time.perf_counter() - t0
+        stats.prefill_tokens = prefilled
+        if margin is not None and verifier.record_margins:
+            margins.append(margin)
+        st = DraftState(list(prompt_ids), len(prompt_ids), config, session, stats, info)
+        drafter.start(st)
+        done = config.max_new_tokens <= 0 or commit([first])
+        st.tokens.extend(out)
+        calibration = 0.5
+        while not done:
+            if cancel is not None and cancel.is_set():
+                cancelled = True
+                stats.stop_reason = "cancelled"
+                break
+            if config.time_budget_s is not None and time.perf_counter() - t_start > config.time_budget_s:
+                stats.stop_reason = "time_budget"
+                break
+            # 1. draft
+            t0 = time.perf_counter()
+            max_nodes = config.max_draft_tokens if config.max_draft_tokens is not None else 64
+            tree = drafter.draft(st, max_nodes) if max_nodes > 0 or drafter.name == "reuse" else DraftTree()
+            t1 = time.perf_counter()
+            stats.retrieval_s += t1 - t0
+            # 2. budget: trim the best-first tree to what the hardware verifies best
+            if cost_curve is not None and config.max_draft_tokens is None and drafter.adaptive_budget and len(tree):
+                tree = tree.truncate(cost_curve.best_size(tree.probs, calibration))
+            # never draft past max_new_tokens: deeper nodes could not be committed
+            tree = tree.limit_depth(config.max_new_tokens - len(out) - 1)
+            t2 = time.perf_counter()
+            stats.tree_s += t2 - t1
+            # 3. verify
+            root = st.tokens[-1]
+            step = verifier.step(session.kv, root, tree)
+            t3 = time.perf_counter()
+            stats.forward_s += t3 - t2
+            stats.forward_steps += 1
+            stats.draft_tokens += len(tree)
+            stats.draft_sizes.append(len(tree))
+            # 4. accept and commit
+            new = [tree.tokens[i] for i in step.accepted] + [step.bonus]
+            if step.margins:
+                margins.extend(step.margins)
+            for i in step.accepted:
+                stats.accepted_by_source[tree.sources[i]] += 1
+            stats.accept_lengths.append(len(step.accepted))
+            if len(tree):
+                predicted = sum(tree.probs)
+                if predicted > 0:
+                    calibration = 0.9 * calibration + 0.1 * min(2.0, len(step.accepted) / predicted)
+            n_before = len(out)
+            done = commit(new)
+            committed = out[n_before:]
+            st.tokens.extend(committed)
+            drafter.update(st, tree, step.accepted, committed)
+            stats.accept_s += time.perf_counter() - t3
+            if on_step is not None:
+                on_step(committed, stats)
+        if not stats.stop_reason:
+            stats.stop_reason = "max_new_tokens"
+    drafter.close()
+    text = tokenizer.decode(out, skip_special_tokens=True)
+    if cut_text is not None:
+        text = text[:cut_text]
+    stats.new_tokens = len(out)
+    stats.total_s = time.perf_counter() - t_start
+    if cancelled and raise_on_cancel:
+        raise Cancelled()
+    return Generation(tokens=out, text=text, stats=stats, cancelled=cancelled, margins=margins)
+
+
+def _eos_ids(tokenizer, model) -> set[int]:
+    ids: set[int] = set()
+    for src in (getattr(model, "generation_config", None), model.config, tokenizer):
+        val = getattr(src, "eos_token_id", None)
+        if val is None:
+            continue
+        if isinstance(val, int):
+            ids.add(val)
+        else:
+            ids.update(int(v) for v in val)
+    return ids

@@ -1,0 +1,300 @@
+"""Drafters: each proposes a draft tree for the next step; one verify loop runs them all.
+
+- ``ar``: no draft (plain greedy decoding through the same loop).
+- ``pld``: prompt lookup as in transformers' ``generate(prompt_lookup_num_tokens=10)``:
+  the earliest earlier occurrence of the last 2 (then 1) tokens, next 10 tokens.
+- ``rest``: D_c only, longest suffix match, heaviest continuations as a tree.
+- ``fastcoder``: CACHE first (once it holds ``l`` sequences), else D_r, D_c (and D_d)
+  searched in parallel, with skip tokens and a missing table; plus the live context
+  (prompt + output so far) as one more source in the same weighted trie.
+- ``reuse``: a reference text (the code being edited, the text after the cursor) as a
+  long linear draft, re-synced to the nearest following occurrence after an edit;
+  FastCoder retrieval where the reference has nothing to say.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from fastcoder.config import DecodeConfig
+from fastcoder.datastore import Retrieval
+from fastcoder.ngram import NgramIndex
+from fastcoder.session import Session
+from fastcoder.stats import GenStats
+from fastcoder.tokens import TokenInfo
+from fastcoder.trie import DraftTree, WeightedTrie
+
+
+class RetrievalSource(Protocol):
+    """A datastore: TokenDatastore, or the indexer's incremental D_r."""
+
+    def retrieve(
+        self, context: Sequence[int], *, n_max: int, n_min: int, max_nodes: int, max_depth: int
+    ) -> Retrieval: ...
+
+
+@dataclass
+class Sources:
+    """Datastores by role; any may be None."""
+
+    dr: RetrievalSource | None = None  # the repository
+    dc: RetrievalSource | None = None  # common code
+    dd: RetrievalSource | None = None  # the workspace's dependencies
+
+    def named(self, config: DecodeConfig) -> list[tuple[str, RetrievalSource, float]]:
+        out = []
+        for name, src, w in (("D_r", self.dr, config.alpha), ("D_c", self.dc, config.beta), ("D_d", self.dd, config.gamma)):
+            if src is not None and w != 0:
+                out.append((name, src, w))
+        return out
+
+
+@dataclass
+class DraftState:
+    """What a drafter sees: the committed tokens (prompt + output) and the session."""
+
+    tokens: list[int]
+    n_prompt: int
+    config: DecodeConfig
+    session: Session
+    stats: GenStats
+    token_info: TokenInfo | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def output(self) -> list[int]:
+        return self.tokens[self.n_prompt :]
+
+
+class Drafter:
+    """Base drafter: no draft. Subclasses override :meth:`draft` and maybe :meth:`update`."""
+
+    name = "ar"
+    adaptive_budget = True  # may the loop trim the tree with the cost curve?
+
+    def start(self, st: DraftState) -> None:
+        pass
+
+    def draft(self, st: DraftState, max_nodes: int) -> DraftTree:
+        return DraftTree()
+
+    def update(self, st: DraftState, tree: DraftTree, accepted: list[int], new_tokens: list[int]) -> None:
+        """Called after a step with the accepted node indices and the committed tokens."""
+
+    def close(self) -> None:
+        pass
+
+
+class PromptLookupDrafter(Drafter):
+    """transformers' PromptLookupCandidateGenerator: earliest match, n-gram 2 then 1."""
+
+    name = "pld"
+    adaptive_budget = False
+
+    def __init__(self, max_ngram: int = 2, num_tokens: int = 10) -> None:
+        self.max_ngram = max_ngram
+        self.num_tokens = num_tokens
+
+    def draft(self, st: DraftState, max_nodes: int) -> DraftTree:
+        ids = np.asarray(st.tokens, dtype=np.int64)
+        n = ids.size
+        for size in range(min(self.max_ngram, n - 1), 0, -1):
+            window = ids[n - size :]
+            # all windows of length `size` equal to the last one
+            hits = np.ones(n - size + 1, dtype=bool)
+            for j in range(size):
+                hits &= ids[j : n - size + 1 + j] == window[j]
+            for idx in np.flatnonzero(hits).tolist():
+                start = idx + size
+                end = min(start + min(self.num_tokens, max_nodes), n)
+                if start < end:
+                    return DraftTree.chain(ids[start:end].tolist(), "prompt")
+        return DraftTree()
+
+
+class RestDrafter(Drafter):
+    """REST: retrieval from D_c only; no CACHE, skip tokens or missing table."""
+
+    name = "rest"
+
+    def __init__(self, sources: Sources) -> None:
+        self.dc = sources.dc
+
+    def draft(self, st: DraftState, max_nodes: int) -> DraftTree:
+        if self.dc is None:
+            return DraftTree()
+        cfg = st.config
+        t0 = time.perf_counter()
+        r = self.dc.retrieve(st.tokens, n_max=cfg.n_max, n_min=cfg.n_min, max_nodes=max_nodes, max_depth=cfg.max_draft_depth)
+        dt = time.perf_counter() - t0
+        st.stats.search_serial_s += dt
+        st.stats.search_wall_s += dt
+        st.stats.searches += 1
+        if st.token_info is not None:
+            st.stats.note_line_pos(st.token_info.line_position(st.tokens), bool(r))
+        trie = WeightedTrie(cfg.weighting)
+        trie.add(r.nodes, "D_c", 1.0, r.total)
+        return trie.select(max_nodes, cfg.max_draft_depth)
+
+
+class FastCoderDrafter(Drafter):
+    """FastCoder (Algorithm 1) plus the live context as a source."""
+
+    name = "fastcoder"
+
+    def __init__(self, sources: Sources, pool: ThreadPoolExecutor | None = None) -> None:
+        self.sources = sources
+        self.pool = pool
+        self.live: NgramIndex | None = None
+        self.live_id = -1
+        self._since_chunk = 0
+
+    def start(self, st: DraftState) -> None:
+        cfg = st.config
+        if cfg.use_context:
+            self.live = NgramIndex(key_len=cfg.n_min, max_sequences=1, max_candidates=64)
+            self.live_id = self.live.add(st.tokens)
+        self._since_chunk = 0
+
+    def _search(self, st: DraftState, max_nodes: int) -> list[tuple[str, Retrieval, float]]:
+        cfg = st.config
+        named = self.sources.named(cfg)
+        kw = dict(n_max=cfg.n_max, n_min=cfg.n_min, max_nodes=max_nodes, max_depth=cfg.max_draft_depth)
+        ctx = st.tokens[-cfg.n_max :]
+
+        def one(src):
+            t = time.perf_counter()
+            r = src.retrieve(ctx, **kw)
+            return r, time.perf_counter() - t
+
+        t0 = time.perf_counter()
+        if self.pool is not None and cfg.parallel_search and len(named) > 1:
+            futures = [self.pool.submit(one, src) for _, src, _ in named]
+            results = [f.result() for f in futures]
+        else:
+            results = [one(src) for _, src, _ in named]
+        st.stats.search_wall_s += time.perf_counter() - t0
+        st.stats.search_serial_s += sum(dt for _, dt in results)
+        st.stats.searches += 1
+        return [(name, r, w) for (name, _, w), (r, _) in zip(named, results)]
+
+    def draft(self, st: DraftState, max_nodes: int) -> DraftTree:
+        cfg = st.config
+        ses = st.session
+        trie = WeightedTrie(cfg.weighting)
+        if self.live is not None:
+            r = self.live.retrieve(st.tokens, n_max=cfg.n_max, max_nodes=max_nodes, max_depth=cfg.max_draft_depth)
+            trie.add(r.nodes, "context", cfg.context_weight, r.total)
+        used_cache = False
+        if cfg.use_cache and len(ses.cache) >= cfg.cache_min_sequences:
+            r = ses.cache.retrieve(st.tokens, n_max=cfg.n_max, max_nodes=max_nodes, max_depth=cfg.max_draft_depth)
+            if r:
+                trie.add(r.nodes, "cache", cfg.cache_weight, r.total)
+                st.stats.cache_hits += 1
+                used_cache = True
+        if not used_cache and cfg.use_datastores and self.sources.named(cfg):
+            line_pos = st.token_info.line_position(st.tokens) if st.token_info is not None else 1
+            key = tuple(st.tokens[-cfg.n_min :])
+            if cfg.use_skip and line_pos == 0 and ses.rng.random() >= cfg.skip_probability:
+                st.stats.skipped_retrievals += 1
+            elif cfg.use_missing_table and key in ses.missing:
+                st.stats.missing_hits += 1
+            else:
+                results = self._search(st, max_nodes)
+                hit = any(bool(r) for _, r, _ in results)
+                st.stats.note_line_pos(line_pos, hit)
+                if not hit and cfg.use_missing_table:
+                    ses.missing.add(key)
+                for name, r, w in results:
+                    trie.add(r.nodes, name, w, r.total)
+        return trie.select(max_nodes, cfg.max_draft_depth)
+
+    def update(self, st: DraftState, tree: DraftTree, accepted: list[int], new_tokens: list[int]) -> None:
+        cfg = st.config
+        if self.live is not None:
+            self.live.extend(self.live_id, new_tokens)
+        if not cfg.use_cache:
+            return
+        cache = st.session.cache
+        if accepted and any(tree.sources[i] != "cache" for i in accepted):
+            # a verified retrieved sequence: the context before the step plus the accepted draft
+            before = len(st.tokens) - len(new_tokens)
+            cache.add(st.tokens[max(0, before - cfg.n_max) : before] + [tree.tokens[i] for i in accepted])
+        self._since_chunk += len(new_tokens)
+        if self._since_chunk >= cfg.cache_output_chunk:
+            chunk = self._since_chunk
+            cache.add(st.tokens[-(chunk + cfg.n_max) :])
+            self._since_chunk = 0
+
+
+class ReuseDrafter(FastCoderDrafter):
+    """EfficientEdit's lossless "reuse": the reference as a long linear draft.
+
+    ``pos`` is where the output is aligned in the reference. After a step whose
+    tokens all agree with the reference, it advances; otherwise the last few output
+    tokens are searched in the reference at or after ``pos`` and the nearest
+    occurrence re-syncs it. Where the reference has no draft (mid-edit), FastCoder
+    retrieval drafts instead.
+    """
+
+    name = "reuse"
+    adaptive_budget = False
+
+    def __init__(self, reference: Sequence[int], sources: Sources, pool: ThreadPoolExecutor | None = None, start: int = 0) -> None:
+        super().__init__(sources, pool)
+        self.ref = [int(t) for t in reference]
+        self.pos: int | None = start
+
+    def draft(self, st: DraftState, max_nodes: int) -> DraftTree:
+        limit = max(st.config.reuse_max_tokens, max_nodes)
+        if self.pos is not None and self.pos < len(self.ref):
+            return DraftTree.chain(self.ref[self.pos : self.pos + limit], "reuse")
+        return super().draft(st, max_nodes)
+
+    def update(self, st: DraftState, tree: DraftTree, accepted: list[int], new_tokens: list[int]) -> None:
+        super().update(st, tree, accepted, new_tokens)
+        if self.pos is not None and self.ref[self.pos : self.pos + len(new_tokens)] == list(new_tokens):
+            self.pos += len(new_tokens)
+            return
+        self.pos = resync(self.ref, st.output, self.pos or 0, st.config.reuse_resync_tokens)
+
+
+def resync(ref: Sequence[int], output: Sequence[int], after: int, n: int) -> int | None:
+    """Position in ``ref`` right after the nearest occurrence, starting at or after
+    ``after``, of the last ``n`` output tokens (fewer if the output is shorter).
+    None when they do not occur there."""
+    n = min(n, len(output))
+    if n == 0:
+        return None
+    tail = list(output[-n:])
+    for i in range(max(0, after), len(ref) - n + 1):
+        if ref[i] == tail[0] and list(ref[i : i + n]) == tail:
+            return i + n
+    return None
+
+
+def make_drafter(
+    config: DecodeConfig,
+    sources: Sources | None = None,
+    *,
+    reference: Sequence[int] | None = None,
+    pool: ThreadPoolExecutor | None = None,
+) -> Drafter:
+    sources = sources or Sources()
+    m = config.method
+    if m == "ar":
+        return Drafter()
+    if m == "pld":
+        return PromptLookupDrafter()
+    if m == "rest":
+        return RestDrafter(sources)
+    if m == "fastcoder":
+        return FastCoderDrafter(sources, pool)
+    if m == "reuse":
+        return ReuseDrafter(reference or [], sources, pool)
+    raise ValueError(f"unknown method {m!r}")

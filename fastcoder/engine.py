@@ -1,0 +1,86 @@
+"""Engine: a loaded model + tokenizer, its verifier and cost curve, and a search pool.
+
+The one entry point the CLI, the server and the benchmark call::
+
+    engine = Engine(model, tokenizer)
+    gen = engine.generate(prompt_ids, DecodeConfig(method="fastcoder"), sources=Sources(dr=..., dc=...))
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+from fastcoder.budget import CostCurve, load_or_measure
+from fastcoder.config import DecodeConfig
+from fastcoder.decode import Generation, StepCallback, StopFn, generate
+from fastcoder.drafters import Sources, make_drafter
+from fastcoder.session import Session
+from fastcoder.verifier import Verifier
+
+
+class Engine:
+    def __init__(self, model, tokenizer, *, name: str = "model", record_margins: bool = False) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.verifier = Verifier(model, record_margins=record_margins)
+        self.pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="fastcoder-search")
+        self._curve: CostCurve | None = None
+        self._curve_lock = threading.Lock()
+
+    @classmethod
+    def from_loaded(cls, loaded, **kw) -> "Engine":
+        """From :class:`fastcoder.models.LoadedModel`."""
+        return cls(loaded.model, loaded.tokenizer, name=loaded.name, **kw)
+
+    @property
+    def device(self):
+        return self.verifier.device
+
+    @property
+    def dtype(self):
+        return self.verifier.dtype
+
+    def cost_curve(self) -> CostCurve:
+        """c(k) for this model, device and dtype (measured once, cached on disk)."""
+        with self._curve_lock:
+            if self._curve is None:
+                key = f"{self.name}|{self.device}|{self.dtype}"
+                self._curve = load_or_measure(self.verifier, key)
+            return self._curve
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        config: DecodeConfig | None = None,
+        *,
+        session: Session | None = None,
+        sources: Sources | None = None,
+        reference: Sequence[int] | None = None,
+        stop_fn: StopFn | None = None,
+        cancel: threading.Event | None = None,
+        on_step: StepCallback | None = None,
+    ) -> Generation:
+        config = config or DecodeConfig()
+        drafter = make_drafter(config, sources, reference=reference, pool=self.pool)
+        curve = self.cost_curve() if config.max_draft_tokens is None and config.method != "ar" else None
+        return generate(
+            self.verifier,
+            self.tokenizer,
+            drafter,
+            prompt_ids,
+            config,
+            session=session,
+            stop_fn=stop_fn,
+            cancel=cancel,
+            on_step=on_step,
+            cost_curve=curve,
+        )
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False)

@@ -1,0 +1,148 @@
+"""Small in-memory suffix-match index over a few token sequences.
+
+Used for the sources that change every step and are small: the FastCoder CACHE
+(many short verified sequences, bounded, oldest evicted first) and the live context
+(prompt + output so far, one growing sequence). Lookup is by a hash of the last
+``key_len`` tokens, then each candidate is extended backwards to find the longest
+matching suffix (up to ``n_max``), as in the datastore; continuations of the
+occurrences of that longest suffix are counted into a small trie.
+
+Cost: O(candidates · match length), with at most ``max_candidates`` (the most recent
+occurrences) per key — far below one forward pass.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from typing import Sequence
+
+from fastcoder.datastore import Retrieval
+
+Path_ = tuple[int, ...]
+
+
+class NgramIndex:
+    """Sequences of tokens with a hash index on ``key_len``-grams.
+
+    Parameters
+    ----------
+    key_len: tokens hashed for lookup; also the shortest match returned (n_min).
+    max_sequences: bound on stored sequences; the oldest are evicted (FIFO).
+    max_candidates: occurrences remembered per key (most recent kept).
+    """
+
+    def __init__(self, key_len: int = 2, max_sequences: int = 2000, max_candidates: int = 64) -> None:
+        if key_len < 1:
+            raise ValueError("key_len must be >= 1")
+        self.key_len = key_len
+        self.max_sequences = max_sequences
+        self.max_candidates = max_candidates
+        self._seqs: OrderedDict[int, list[int]] = OrderedDict()
+        self._index: dict[Path_, deque[tuple[int, int]]] = {}
+        self._next_id = 0
+
+    def __len__(self) -> int:
+        return len(self._seqs)
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(len(s) for s in self._seqs.values())
+
+    def clear(self) -> None:
+        self._seqs.clear()
+        self._index.clear()
+
+    # -------------------------------------------------------------- updates
+    def add(self, tokens: Sequence[int]) -> int:
+        """Store a new sequence; returns its id. Evicts the oldest beyond the bound."""
+        sid = self._next_id
+        self._next_id += 1
+        self._seqs[sid] = []
+        self.extend(sid, tokens)
+        while len(self._seqs) > self.max_sequences:
+            self._evict_oldest()
+        return sid
+
+    def extend(self, sid: int, tokens: Sequence[int]) -> None:
+        """Append tokens to stored sequence ``sid`` (the live context grows this way)."""
+        seq = self._seqs[sid]
+        k = self.key_len
+        start = len(seq)
+        seq.extend(int(t) for t in tokens)
+        for end in range(max(start, k), len(seq)):
+            # key = seq[end-k:end], continuation starts at ``end``
+            key = tuple(seq[end - k : end])
+            bucket = self._index.get(key)
+            if bucket is None:
+                bucket = self._index[key] = deque(maxlen=self.max_candidates)
+            bucket.append((sid, end))
+
+    def _evict_oldest(self) -> None:
+        sid, seq = self._seqs.popitem(last=False)
+        k = self.key_len
+        for end in range(k, len(seq)):
+            key = tuple(seq[end - k : end])
+            bucket = self._index.get(key)
+            if bucket is None:
+                continue
+            kept = deque((c for c in bucket if c[0] != sid), maxlen=self.max_candidates)
+            if kept:
+                self._index[key] = kept
+            else:
+                del self._index[key]
+
+    # -------------------------------------------------------------- lookup
+    def retrieve(
+        self,
+        context: Sequence[int],
+        *,
+        n_max: int = 16,
+        max_nodes: int = 64,
+        max_depth: int = 16,
+        exclude_tail_of: int | None = None,
+        most_recent_only: bool = False,
+    ) -> Retrieval:
+        """Longest suffix (>= key_len, <= n_max) of ``context`` found in the stored
+        sequences, and the heaviest continuation prefixes of its occurrences.
+
+        ``exclude_tail_of``: id of a sequence whose end *is* the context (the live
+        context) — the occurrence at its very end has no continuation and is skipped.
+        ``most_recent_only``: keep only the most recent occurrence (one chain).
+        """
+        k = self.key_len
+        if len(context) < k:
+            return Retrieval()
+        bucket = self._index.get(tuple(int(t) for t in context[-k:]))
+        if not bucket:
+            return Retrieval()
+        ctx = context[-n_max:]
+        n_ctx = len(ctx)
+        best = 0
+        hits: list[tuple[list[int], int]] = []
+        for sid, end in reversed(bucket):  # most recent first
+            seq = self._seqs[sid]
+            if end >= len(seq) or (sid == exclude_tail_of and end == len(seq)):
+                continue
+            m = k
+            while m < n_ctx and end - m - 1 >= 0 and seq[end - m - 1] == ctx[n_ctx - m - 1]:
+                m += 1
+            if m > best:
+                best, hits = m, [(seq, end)]
+            elif m == best:
+                hits.append((seq, end))
+        if not hits:
+            return Retrieval()
+        if most_recent_only:
+            hits = hits[:1]
+        # count continuation prefixes
+        counts: dict[Path_, int] = {}
+        for seq, end in hits:
+            cont = seq[end : end + max_depth]
+            for d in range(1, len(cont) + 1):
+                p = tuple(cont[:d])
+                counts[p] = counts.get(p, 0) + 1
+        nodes = sorted(counts.items(), key=lambda kv: (-kv[1], len(kv[0])))[:max_nodes]
+        # keep the set prefix-closed after the cut
+        keep = set(p for p, _ in nodes)
+        nodes = [(p, c) for p, c in nodes if all(p[:i] in keep for i in range(1, len(p)))]
+        return Retrieval(match_len=best, nodes=nodes, total=len(hits))

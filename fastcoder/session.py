@@ -1,0 +1,59 @@
+"""A decoding session: the state that outlives one generate call.
+
+The server keeps one per open document. It owns the FastCoder CACHE (verified
+retrieved sequences and chunks of the model's own output), the missing table, the
+skip-token RNG and the KV cache of the last prompt (for prefix reuse).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import OrderedDict
+
+from fastcoder.config import DecodeConfig
+from fastcoder.ngram import NgramIndex
+from fastcoder.verifier import KVState
+
+
+class MissingTable:
+    """Bounded LRU set of context keys whose datastore search found nothing."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._keys: OrderedDict[tuple[int, ...], None] = OrderedDict()
+
+    def __contains__(self, key: tuple[int, ...]) -> bool:
+        if key in self._keys:
+            self._keys.move_to_end(key)
+            return True
+        return False
+
+    def add(self, key: tuple[int, ...]) -> None:
+        self._keys[key] = None
+        self._keys.move_to_end(key)
+        while len(self._keys) > self.size:
+            self._keys.popitem(last=False)
+
+    def clear(self) -> None:
+        self._keys.clear()
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+class Session:
+    """State shared by the generations of one document (or one benchmark task)."""
+
+    def __init__(self, config: DecodeConfig | None = None) -> None:
+        cfg = config or DecodeConfig()
+        self.cache = NgramIndex(key_len=cfg.n_min, max_sequences=cfg.cache_max_sequences)
+        self.missing = MissingTable(cfg.missing_table_size)
+        self.rng = random.Random(cfg.seed)
+        self.kv = KVState()
+        self.lock = threading.Lock()  # one generation at a time per session
+
+    def reset(self) -> None:
+        self.cache.clear()
+        self.missing.clear()
+        self.kv.reset()

@@ -1,0 +1,91 @@
+"""Statistics of one generation."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class GenStats:
+    method: str = ""
+    prompt_tokens: int = 0
+    prefill_tokens: int = 0  # tokens actually run through the model (after KV prefix reuse)
+    new_tokens: int = 0
+    forward_steps: int = 0  # decode forwards (prefill excluded)
+    draft_tokens: int = 0  # draft nodes verified in total
+    prefill_s: float = 0.0
+    retrieval_s: float = 0.0
+    tree_s: float = 0.0
+    forward_s: float = 0.0
+    accept_s: float = 0.0
+    total_s: float = 0.0
+    # tokens accepted from drafts, by source (cache / context / D_r / D_c / D_d / reuse / prompt)
+    accepted_by_source: Counter = field(default_factory=Counter)
+    # retrieval success by position within the line: pos -> [attempts, hits]
+    retrieval_by_line_pos: dict[int, list[int]] = field(default_factory=dict)
+    accept_lengths: list[int] = field(default_factory=list)  # accepted draft tokens per step
+    draft_sizes: list[int] = field(default_factory=list)
+    # parallel search: sum of single-source search times vs wall time of the parallel search
+    search_serial_s: float = 0.0
+    search_wall_s: float = 0.0
+    searches: int = 0
+    skipped_retrievals: int = 0
+    missing_hits: int = 0
+    cache_hits: int = 0
+    stop_reason: str = ""
+    margins: list[float] = field(default_factory=list)
+
+    @property
+    def decode_s(self) -> float:
+        return self.total_s - self.prefill_s
+
+    @property
+    def mean_accept_len(self) -> float:
+        """Tokens committed per decode forward (the paper's L/F; >= 1)."""
+        steps = self.forward_steps
+        # the first token comes from the prefill forward
+        return (self.new_tokens - 1) / steps if steps else float(self.new_tokens > 0)
+
+    @property
+    def ms_per_token(self) -> float:
+        """Decode-phase ms per token (prefill excluded, as in the paper)."""
+        toks = max(self.new_tokens - 1, 1)
+        return 1000.0 * self.decode_s / toks
+
+    @property
+    def search_overlap(self) -> float:
+        """How much the parallel datastore searches overlapped: 0 = serial, 1 = fully."""
+        if self.searches == 0 or self.search_serial_s <= 0:
+            return 0.0
+        saved = self.search_serial_s - self.search_wall_s
+        return max(0.0, saved / self.search_serial_s)
+
+    def note_line_pos(self, pos: int, hit: bool) -> None:
+        slot = self.retrieval_by_line_pos.setdefault(min(pos, 31), [0, 0])
+        slot[0] += 1
+        slot[1] += int(hit)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["accepted_by_source"] = dict(self.accepted_by_source)
+        d["retrieval_by_line_pos"] = {str(k): v for k, v in sorted(self.retrieval_by_line_pos.items())}
+        d.update(
+            decode_s=self.decode_s,
+            mean_accept_len=self.mean_accept_len,
+            ms_per_token=self.ms_per_token,
+            search_overlap=self.search_overlap,
+        )
+        d.pop("margins", None)
+        return d
+
+    def summary(self) -> str:
+        src = ", ".join(f"{k}={v}" for k, v in sorted(self.accepted_by_source.items())) or "-"
+        return (
+            f"{self.method}: {self.new_tokens} tokens, {self.forward_steps} forwards, "
+            f"accept len {self.mean_accept_len:.2f}, decode {self.ms_per_token:.1f} ms/token, "
+            f"prefill {self.prefill_s * 1000:.0f} ms ({self.prefill_tokens} tok), "
+            f"time split: retrieval {self.retrieval_s * 1000:.0f} ms, tree {self.tree_s * 1000:.0f} ms, "
+            f"forward {self.forward_s * 1000:.0f} ms, accept/KV {self.accept_s * 1000:.0f} ms; "
+            f"accepted by source: {src}; stop: {self.stop_reason}"
+        )

@@ -1,0 +1,98 @@
+"""Shared fixtures: a tokenizer trained here on real code and tiny random models.
+
+Nothing is downloaded: the tokenizer is a byte-level BPE trained in a second on a few
+standard-library files, the models are randomly initialised from a config.
+"""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SPECIAL = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"]
+
+
+def _corpus() -> list[str]:
+    lib = Path(sysconfig.get_paths()["stdlib"])
+    texts = []
+    for name in ("textwrap.py", "shlex.py", "fnmatch.py", "bisect.py", "heapq.py", "glob.py"):
+        p = lib / name
+        if p.exists():
+            texts.append(p.read_text(encoding="utf-8"))
+    return texts
+
+
+def build_tokenizer(vocab_size: int = 600):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(), trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    fast.add_special_tokens({"additional_special_tokens": SPECIAL[1:]})
+    return fast
+
+
+def build_model(arch: str, vocab_size: int, seed: int = 0, layers: int = 2):
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
+
+    torch.manual_seed(seed)
+    common = dict(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        eos_token_id=0,
+        bos_token_id=0,
+        pad_token_id=0,
+    )
+    if arch == "llama":
+        cfg = LlamaConfig(**common, tie_word_embeddings=True)
+    elif arch == "qwen2":
+        cfg = Qwen2Config(**common, tie_word_embeddings=False)
+    else:
+        raise ValueError(arch)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32, attn_implementation="sdpa")
+    # random init gives near-uniform logits; sharpen them so greedy paths are stable
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3.0)
+    return model.eval()
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    return build_tokenizer()
+
+
+@pytest.fixture(scope="session", params=["llama", "qwen2"])
+def tiny_model(request, tiny_tokenizer):
+    return build_model(request.param, len(tiny_tokenizer))
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, tiny_tokenizer):
+    """A local HF folder (config + safetensors + tokenizer) of a tiny Qwen2-like model."""
+    path = tmp_path_factory.mktemp("tiny-qwen2")
+    model = build_model("qwen2", len(tiny_tokenizer), seed=1)
+    model.save_pretrained(path)
+    tiny_tokenizer.save_pretrained(path)
+    return path
