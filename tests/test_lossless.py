@@ -1,0 +1,129 @@
+"""Losslessness: every drafter yields exactly the greedy AR output (fp32, tiny random models).
+
+Datastores and reference texts are built from mutated pieces of the AR output itself,
+so drafts are partly right and partly wrong: acceptance, rejection mid-path and KV
+compaction are all exercised.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from fastcoder.config import DecodeConfig
+from fastcoder.datastore import TokenDatastore
+from fastcoder.drafters import Sources
+from fastcoder.engine import Engine
+from fastcoder.session import Session
+
+N_NEW = 24
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model, tiny_tokenizer):
+    return Engine(tiny_model, tiny_tokenizer, name="tiny")
+
+
+def mutate(seq: list[int], rng: random.Random, vocab: int) -> list[int]:
+    out = list(seq)
+    for _ in range(rng.randint(0, 3)):
+        if not out:
+            break
+        i = rng.randrange(len(out))
+        op = rng.random()
+        if op < 0.4:
+            out[i] = rng.randrange(vocab)
+        elif op < 0.7:
+            del out[i]
+        else:
+            out.insert(i, rng.randrange(vocab))
+    return out
+
+
+def ar_output(engine, prompt, n=N_NEW):
+    return engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=n)).tokens
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), prompt_len=st.integers(1, 40), budget=st.sampled_from([1, 4, 16, 64]))
+def test_every_drafter_equals_ar(engine, seed, prompt_len, budget):
+    rng = random.Random(seed)
+    vocab = len(engine.tokenizer)
+    prompt = [rng.randrange(4, vocab) for _ in range(prompt_len)]
+    ar = ar_output(engine, prompt)
+    full = prompt + ar
+    docs = []
+    for _ in range(rng.randint(1, 6)):
+        a = rng.randrange(len(full))
+        b = min(len(full), a + rng.randint(2, 30))
+        docs.append(mutate(full[a:b], rng, vocab))
+    docs += [[rng.randrange(vocab) for _ in range(rng.randint(0, 30))] for _ in range(3)]
+    dc = TokenDatastore.build(docs)
+    dr = TokenDatastore.build(docs[: len(docs) // 2 + 1])
+    sources = Sources(dr=dr, dc=dc)
+    reference = mutate(ar, rng, vocab)
+    session = Session(DecodeConfig())
+    for method in ("pld", "rest", "fastcoder", "reuse"):
+        cfg = DecodeConfig(
+            method=method,
+            max_new_tokens=N_NEW,
+            max_draft_tokens=budget,
+            cache_min_sequences=rng.choice([0, 2, 50]),
+            skip_probability=rng.random(),
+            seed=seed,
+        )
+        for _ in range(2):  # the second run reuses the session's CACHE and KV prefix
+            g = engine.generate(prompt, cfg, session=session, sources=sources, reference=reference)
+            assert g.tokens == ar, (method, g.stats.summary())
+
+
+def test_adaptive_budget_and_stop_rules_equal_ar(engine):
+    vocab = len(engine.tokenizer)
+    rng = random.Random(5)
+    prompt = [rng.randrange(4, vocab) for _ in range(30)]
+    ar = ar_output(engine, prompt, 40)
+    dc = TokenDatastore.build([prompt + ar, ar[5:30]])
+    text_ar = engine.tokenizer.decode(ar)
+    stop = text_ar[len(text_ar) // 2 : len(text_ar) // 2 + 3]
+    for method in ("ar", "pld", "rest", "fastcoder"):
+        cfg = DecodeConfig(method=method, max_new_tokens=40, stop_strings=(stop,) if stop.strip() else ())
+        g = engine.generate(prompt, cfg, sources=Sources(dc=dc))
+        ref = engine.generate(prompt, cfg.replace(method="ar"))
+        assert g.tokens == ref.tokens and g.text == ref.text
+    # a caller predicate cuts at the same token for every method
+    fn = lambda text: (len(text) - 1) if len(text) > 20 else None  # noqa: E731
+    outs = {m: engine.generate(prompt, DecodeConfig(method=m, max_new_tokens=40), sources=Sources(dc=dc), stop_fn=fn) for m in ("ar", "fastcoder")}
+    assert outs["ar"].tokens == outs["fastcoder"].tokens
+    assert outs["ar"].stats.stop_reason == "stop"
+
+
+def test_drafts_are_accepted_when_right(engine):
+    """When D_c holds the AR continuation, FastCoder needs far fewer forwards."""
+    vocab = len(engine.tokenizer)
+    rng = random.Random(7)
+    prompt = [rng.randrange(4, vocab) for _ in range(20)]
+    ar = ar_output(engine, prompt, 40)
+    dc = TokenDatastore.build([prompt + ar])
+    g = engine.generate(prompt, DecodeConfig(method="rest", max_new_tokens=40, max_draft_tokens=16), sources=Sources(dc=dc))
+    assert g.tokens == ar
+    assert g.stats.forward_steps <= 6
+    assert g.stats.accepted_by_source["D_c"] >= 30
+
+
+def test_cancellation_stops_within_one_forward(engine):
+    vocab = len(engine.tokenizer)
+    prompt = list(range(5, 25))
+    cancel = threading.Event()
+    steps = []
+
+    def on_step(new, stats):
+        steps.append(stats.forward_steps)
+        if stats.forward_steps == 3:
+            cancel.set()
+
+    g = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=200), cancel=cancel, on_step=on_step)
+    assert g.cancelled and g.stats.stop_reason == "cancelled"
+    assert g.stats.forward_steps == 3

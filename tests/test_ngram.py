@@ -1,0 +1,53 @@
+"""The in-memory n-gram index (CACHE and live context) against brute force; bounds."""
+
+from collections import Counter
+
+from hypothesis import given, settings, strategies as st
+
+from fastcoder.ngram import NgramIndex
+
+
+def brute(seqs, ctx, n_max, k, depth):
+    best, conts = 0, []
+    for s in seqs:
+        for end in range(k, len(s)):
+            m = 0
+            while m < min(n_max, len(ctx)) and end - m - 1 >= 0 and s[end - m - 1] == ctx[len(ctx) - m - 1]:
+                m += 1
+            if m < k:
+                continue
+            if m > best:
+                best, conts = m, [s[end : end + depth]]
+            elif m == best:
+                conts.append(s[end : end + depth])
+    counts = Counter()
+    for c in conts:
+        for d in range(1, len(c) + 1):
+            counts[tuple(c[:d])] += 1
+    return best, counts
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seqs=st.lists(st.lists(st.integers(0, 4), max_size=30), min_size=1, max_size=5),
+    ctx=st.lists(st.integers(0, 4), min_size=2, max_size=12),
+)
+def test_retrieve_matches_brute_force(seqs, ctx):
+    idx = NgramIndex(key_len=2, max_sequences=100, max_candidates=10_000)
+    for s in seqs:
+        idx.add(s)
+    r = idx.retrieve(ctx, n_max=16, max_nodes=10_000, max_depth=3)
+    best, counts = brute(seqs, ctx, 16, 2, 3)
+    assert r.match_len == (best if counts else 0)
+    assert dict(r.nodes) == dict(counts)
+
+
+def test_bounded_with_fifo_eviction():
+    idx = NgramIndex(key_len=2, max_sequences=3)
+    for i in range(10):
+        idx.add([100 + i, 7, 8, 9])
+    assert len(idx) == 3
+    # only the 3 newest sequences remain searchable
+    assert idx.retrieve([106, 7]).match_len == 0
+    assert dict(idx.retrieve([109, 7], max_depth=1).nodes) == {(8,): 1}
+    assert dict(idx.retrieve([7, 8], max_depth=1).nodes) == {(9,): 3}
