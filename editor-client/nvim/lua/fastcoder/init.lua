@@ -1,0 +1,568 @@
+-- FastCoder: AI code completion for Neovim through the FastCoder language server.
+--
+--   require("fastcoder").setup({
+--     cmd = { "fastcoder", "serve" },
+--     init_options = { model = "qwen2.5-coder-0.5b", maxNewTokens = 128 },
+--     filetypes = { "python", "lua" },
+--   })
+--
+-- Works on Neovim 0.7 (vim.lsp.start_client + omnifunc) up to 0.12+
+-- (vim.lsp.start + native LSP inline completion). See editor-client/README.md.
+
+local M = {}
+
+local uv = vim.uv or vim.loop
+local levels = vim.log.levels
+
+M.defaults = {
+  -- Command that starts the server (stdio). `python -m fastcoder.cli serve` also works:
+  --   cmd = { "/path/to/venv/bin/python", "-m", "fastcoder.cli", "serve" }
+  cmd = { "fastcoder", "serve" },
+  -- Sent as LSP initializationOptions (camelCase keys, see the README):
+  -- model, dtype, device, method, maxNewTokens, timeBudgetMs, enabled, pythonPath.
+  init_options = {},
+  -- Sent as workspace/didChangeConfiguration { settings = { fastcoder = ... } } and used to
+  -- answer workspace/configuration. nil: same as init_options.
+  settings = nil,
+  filetypes = {
+    "python", "javascript", "javascriptreact", "typescript", "typescriptreact",
+    "go", "rust", "java", "c", "cpp", "cs", "ruby", "php", "lua", "sh",
+    "kotlin", "scala", "swift",
+  },
+  -- root_dir = nearest parent with one of these, else the current directory.
+  root_markers = { ".git", "pyproject.toml" },
+  name = "fastcoder",
+  -- Neovim >= 0.12: enable vim.lsp.inline_completion (ghost text) in attached buffers.
+  inline_completion = true,
+  -- Set 'omnifunc' to v:lua.vim.lsp.omnifunc in attached buffers (<C-x><C-o>).
+  omnifunc = true,
+  -- Insert-mode keys; set one to false to skip that mapping.
+  keymaps = {
+    accept = "<Tab>", -- (>= 0.12) accept the inline suggestion, else a normal <Tab>
+    next = "<M-]>", -- (>= 0.12) next inline suggestion
+    prev = "<M-[>", -- (>= 0.12) previous inline suggestion
+    trigger = "<M-\\>", -- request completions now (omni completion, any version)
+  },
+  -- Extra client capabilities / callbacks.
+  capabilities = nil,
+  on_attach = nil, -- function(client, bufnr)
+  on_init = nil, -- function(client) after initialize
+  on_status = nil, -- function(status) on every fastcoder/status notification
+  -- Notify (vim.notify) when the server reports state "error".
+  notify_errors = true,
+}
+
+M.config = vim.deepcopy(M.defaults)
+
+-- Last `fastcoder/status` notification ({ state, message, client_id, time }).
+M.status = { state = "stopped", message = "server not started" }
+
+local clients_by_root = {} -- fallback path (< 0.8): root_dir -> client id
+local warned = {} -- messages already shown once
+local did_setup = false
+
+-------------------------------------------------------------------------------
+-- helpers
+-------------------------------------------------------------------------------
+
+local function has(version)
+  return vim.fn.has("nvim-" .. version) == 1
+end
+
+local function notify(msg, level, once_key)
+  if once_key then
+    if warned[once_key] then
+      return
+    end
+    warned[once_key] = true
+  end
+  vim.notify("[fastcoder] " .. msg, level or levels.INFO)
+end
+
+--- True when this Neovim has native LSP inline completion (0.12+).
+function M.has_inline_completion()
+  local ok, ic = pcall(function()
+    return vim.lsp.inline_completion
+  end)
+  return ok and type(ic) == "table" and type(ic.enable) == "function"
+end
+
+local function get_clients(filter)
+  filter = filter or {}
+  local name = M.config.name
+  local out = {}
+  if vim.lsp.get_clients then
+    out = vim.lsp.get_clients({ name = name, bufnr = filter.bufnr })
+  else
+    local all = filter.bufnr and vim.lsp.buf_get_clients(filter.bufnr) or vim.lsp.get_active_clients()
+    for _, client in pairs(all) do
+      if client.name == name then
+        table.insert(out, client)
+      end
+    end
+  end
+  return out
+end
+M.get_clients = get_clients
+
+local function client_request(client, method, params, handler, bufnr)
+  if has("0.11") then
+    return client:request(method, params, handler, bufnr)
+  end
+  return client.request(method, params, handler, bufnr)
+end
+
+local function client_notify(client, method, params)
+  if has("0.11") then
+    return client:notify(method, params)
+  end
+  return client.notify(method, params)
+end
+
+local function client_stop(client, force)
+  if has("0.11") then
+    return client:stop(force)
+  end
+  return client.stop(force)
+end
+
+local function is_stopped(client)
+  if has("0.11") then
+    return client:is_stopped()
+  end
+  return client.is_stopped()
+end
+
+--- Directory of the nearest parent of the buffer's file holding a root marker, else cwd.
+function M.find_root(bufnr, markers)
+  markers = markers or M.config.root_markers
+  local name = vim.api.nvim_buf_get_name(bufnr or 0)
+  local cwd = vim.fn.getcwd()
+  if name == "" or name:match("^%a[%w+.-]*://") then
+    return cwd
+  end
+  local dir = vim.fn.fnamemodify(name, ":p:h")
+  while dir and dir ~= "" do
+    for _, marker in ipairs(markers) do
+      if uv.fs_stat(dir .. "/" .. marker) then
+        return dir
+      end
+    end
+    local parent = vim.fn.fnamemodify(dir, ":h")
+    if parent == dir then
+      break
+    end
+    dir = parent
+  end
+  return cwd
+end
+
+--- nil when cmd[1] can be executed, else an error message.
+function M.check_cmd(cmd)
+  if type(cmd) ~= "table" or type(cmd[1]) ~= "string" or cmd[1] == "" then
+    return "setup({ cmd = ... }) must be a list of strings, e.g. { \"fastcoder\", \"serve\" }"
+  end
+  if vim.fn.executable(cmd[1]) ~= 1 then
+    return string.format(
+      "cannot start the server: `%s` was not found or is not executable. Install FastCoder "
+        .. "(pip install fastcoder) or pass cmd = { \"/path/to/fastcoder\", \"serve\" } "
+        .. "(or { \"/path/to/python\", \"-m\", \"fastcoder.cli\", \"serve\" }) to require(\"fastcoder\").setup().",
+      cmd[1]
+    )
+  end
+  return nil
+end
+
+local function set_status(state, message, client_id)
+  M.status = { state = state, message = message or "", client_id = client_id, time = os.time() }
+  vim.g.fastcoder_status = state
+  pcall(vim.api.nvim_exec_autocmds, "User", { pattern = "FastCoderStatus", modeline = false })
+  if type(M.config.on_status) == "function" then
+    pcall(M.config.on_status, M.status)
+  end
+end
+
+--- Handler for the server's `fastcoder/status` notification.
+function M.on_status(err, result, ctx)
+  if err or type(result) ~= "table" or result.state == nil then
+    return
+  end
+  local state = tostring(result.state)
+  local message = type(result.message) == "string" and result.message or ""
+  set_status(state, message, ctx and ctx.client_id)
+  if state == "error" and M.config.notify_errors then
+    notify("server error: " .. message, levels.ERROR)
+  end
+end
+
+--- Short text for a statusline, e.g. "FastCoder: ready".
+function M.statusline()
+  return "FastCoder: " .. (M.status.state or "?")
+end
+
+local function settings_table()
+  local s = M.config.settings
+  if s == nil then
+    s = M.config.init_options
+  end
+  return { fastcoder = s or {} }
+end
+
+-------------------------------------------------------------------------------
+-- attaching
+-------------------------------------------------------------------------------
+
+local function map(bufnr, lhs, rhs, desc, opts)
+  if not lhs or lhs == "" then
+    return
+  end
+  opts = vim.tbl_extend("force", { buffer = bufnr, silent = true, desc = desc }, opts or {})
+  vim.keymap.set("i", lhs, rhs, opts)
+end
+
+local function on_attach(client, bufnr)
+  local cfg = M.config
+  local km = cfg.keymaps or {}
+  if cfg.omnifunc then
+    vim.bo[bufnr].omnifunc = "v:lua.vim.lsp.omnifunc"
+  end
+  if cfg.inline_completion and M.has_inline_completion() then
+    local ic = vim.lsp.inline_completion
+    pcall(ic.enable, true, { bufnr = bufnr })
+    if km.accept then
+      local fallback = km.accept
+      map(bufnr, km.accept, function()
+        if ic.get({ bufnr = bufnr }) then
+          return ""
+        end
+        return fallback
+      end, "FastCoder: accept inline completion", { expr = true })
+    end
+    map(bufnr, km.next, function()
+      ic.select({ bufnr = bufnr, count = 1 })
+    end, "FastCoder: next inline completion")
+    map(bufnr, km.prev, function()
+      ic.select({ bufnr = bufnr, count = -1 })
+    end, "FastCoder: previous inline completion")
+  end
+  -- Manual trigger: LSP completion through omnifunc (works on every version).
+  map(bufnr, km.trigger, "<C-x><C-o>", "FastCoder: complete")
+  if type(cfg.on_attach) == "function" then
+    cfg.on_attach(client, bufnr)
+  end
+end
+
+local function lsp_config(root)
+  local cfg = M.config
+  local handlers = { ["fastcoder/status"] = M.on_status }
+  return {
+    name = cfg.name,
+    cmd = cfg.cmd,
+    root_dir = root,
+    init_options = cfg.init_options or {},
+    settings = settings_table(),
+    handlers = handlers,
+    capabilities = cfg.capabilities,
+    on_attach = on_attach,
+    on_init = function(client)
+      -- 0.8+ sends config.settings after initialize by itself; 0.7 does not.
+      if not vim.lsp.start and next(client.config.settings or {}) then
+        client_notify(client, "workspace/didChangeConfiguration", { settings = client.config.settings })
+      end
+      if type(cfg.on_init) == "function" then
+        cfg.on_init(client)
+      end
+    end,
+    on_exit = function(code, signal, client_id)
+      if code ~= 0 and M.status.state ~= "error" then
+        vim.schedule(function()
+          set_status("error", string.format("server exited (code %s, signal %s)", code, signal), client_id)
+        end)
+      elseif M.status.state ~= "error" then
+        vim.schedule(function()
+          set_status("stopped", "server stopped", client_id)
+        end)
+      end
+    end,
+  }
+end
+
+--- Start (or reuse) the server for `bufnr` and attach it. Returns the client id or nil.
+function M.attach(bufnr)
+  if bufnr == nil or bufnr == 0 then
+    bufnr = vim.api.nvim_get_current_buf()
+  end
+  if not vim.api.nvim_buf_is_valid(bufnr) or vim.bo[bufnr].buftype ~= "" then
+    return nil
+  end
+  local problem = M.check_cmd(M.config.cmd)
+  if problem then
+    set_status("error", problem)
+    notify(problem, levels.ERROR, "cmd:" .. tostring(M.config.cmd and M.config.cmd[1]))
+    return nil
+  end
+  local root = M.find_root(bufnr)
+  local config = lsp_config(root)
+  if M.status.state == "stopped" or M.status.state == "error" then
+    set_status("starting", "starting " .. table.concat(M.config.cmd, " "))
+  end
+
+  if vim.lsp.start then
+    -- 0.8+: vim.lsp.start reuses a running client with the same name and root_dir.
+    local ok, id = pcall(vim.api.nvim_buf_call, bufnr, function()
+      return vim.lsp.start(config, { bufnr = bufnr })
+    end)
+    if not ok or not id then
+      local msg = "could not start the server: " .. tostring(id)
+      set_status("error", msg)
+      notify(msg, levels.ERROR, "start:" .. root)
+      return nil
+    end
+    return id
+  end
+
+  -- 0.7: start_client once per root, then buf_attach_client.
+  local id = clients_by_root[root]
+  local client = id and vim.lsp.get_client_by_id(id)
+  if not client or is_stopped(client) then
+    local ok, new_id = pcall(vim.lsp.start_client, config)
+    if not ok or not new_id then
+      local msg = "could not start the server: " .. tostring(new_id)
+      set_status("error", msg)
+      notify(msg, levels.ERROR, "start:" .. root)
+      return nil
+    end
+    id = new_id
+    clients_by_root[root] = id
+  end
+  vim.lsp.buf_attach_client(bufnr, id)
+  return id
+end
+
+local function filetype_enabled(ft)
+  for _, f in ipairs(M.config.filetypes or {}) do
+    if f == ft or f == "*" then
+      return true
+    end
+  end
+  return false
+end
+
+-------------------------------------------------------------------------------
+-- server commands
+-------------------------------------------------------------------------------
+
+local function pick_client(bufnr)
+  local attached = get_clients({ bufnr = bufnr or vim.api.nvim_get_current_buf() })
+  if #attached > 0 then
+    return attached[1]
+  end
+  return get_clients()[1]
+end
+
+--- workspace/executeCommand on the FastCoder client; callback(err, result).
+function M.execute(command, arguments, callback, bufnr)
+  bufnr = bufnr or vim.api.nvim_get_current_buf()
+  local client = pick_client(bufnr)
+  if not client then
+    notify("the server is not running (see :FastCoderStatus)", levels.WARN)
+    return false
+  end
+  client_request(client, "workspace/executeCommand", { command = command, arguments = arguments or {} }, function(err, result)
+    if callback then
+      callback(err, result)
+    elseif err then
+      notify(command .. " failed: " .. (err.message or vim.inspect(err)), levels.ERROR)
+    end
+  end, bufnr)
+  return true
+end
+
+local function utf16_len(line)
+  if has("0.11") then
+    return vim.str_utfindex(line, "utf-16")
+  end
+  local _, utf16 = vim.str_utfindex(line)
+  return utf16
+end
+
+--- Edit lines line1..line2 (1-based, inclusive) of bufnr following `instruction`.
+--- The server applies the edit itself (workspace/applyEdit).
+function M.edit_range(instruction, line1, line2, bufnr)
+  bufnr = bufnr or vim.api.nvim_get_current_buf()
+  local last = vim.api.nvim_buf_get_lines(bufnr, line2 - 1, line2, false)[1] or ""
+  local args = {
+    uri = vim.uri_from_bufnr(bufnr),
+    range = {
+      start = { line = line1 - 1, character = 0 },
+      ["end"] = { line = line2 - 1, character = utf16_len(last) },
+    },
+    instruction = instruction,
+  }
+  return M.execute("fastcoder.editSelection", { args }, function(err, result)
+    if err then
+      notify("edit failed: " .. (err.message or vim.inspect(err)), levels.ERROR)
+    elseif type(result) ~= "table" or result.edit == nil or result.edit == vim.NIL then
+      notify("the model proposed no change")
+    end
+  end, bufnr)
+end
+
+function M.show_stats()
+  return M.execute("fastcoder.stats", {}, function(err, result)
+    if err then
+      notify("stats failed: " .. (err.message or vim.inspect(err)), levels.ERROR)
+    else
+      notify("stats:\n" .. vim.inspect(result))
+    end
+  end)
+end
+
+function M.rebuild_index()
+  return M.execute("fastcoder.rebuildIndex", {}, function(err)
+    if err then
+      notify("rebuilding the index failed: " .. (err.message or vim.inspect(err)), levels.ERROR)
+    end
+  end)
+end
+
+--- Merge `values` into the settings and push them to running servers.
+function M.update_settings(values)
+  M.config.init_options = vim.tbl_extend("force", M.config.init_options or {}, values)
+  if M.config.settings ~= nil then
+    M.config.settings = vim.tbl_extend("force", M.config.settings, values)
+  end
+  local settings = settings_table()
+  for _, client in ipairs(get_clients()) do
+    client.config.settings = settings
+    client_notify(client, "workspace/didChangeConfiguration", { settings = settings })
+  end
+end
+
+function M.status_text()
+  local lines = { string.format("FastCoder: %s%s", M.status.state, M.status.message ~= "" and (" - " .. M.status.message) or "") }
+  local clients = get_clients()
+  if #clients == 0 then
+    table.insert(lines, "no server running")
+  end
+  for _, client in ipairs(clients) do
+    local nbufs = 0
+    for _ in pairs(client.attached_buffers or {}) do
+      nbufs = nbufs + 1
+    end
+    table.insert(lines, string.format("client %d (root %s), %d buffer(s)", client.id, tostring(client.config.root_dir), nbufs))
+  end
+  return table.concat(lines, "\n")
+end
+
+function M.restart()
+  for _, client in ipairs(get_clients()) do
+    client_stop(client, true)
+  end
+  clients_by_root = {}
+  warned = {}
+  set_status("stopped", "restarting")
+  vim.defer_fn(function()
+    for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+      if vim.api.nvim_buf_is_loaded(buf) and filetype_enabled(vim.bo[buf].filetype) then
+        M.attach(buf)
+      end
+    end
+  end, 500)
+end
+
+local function create_commands()
+  local cmd = vim.api.nvim_create_user_command
+  cmd("FastCoderStatus", function()
+    vim.notify(M.status_text(), levels.INFO)
+  end, { desc = "Show the last FastCoder server status" })
+  cmd("FastCoderStats", function()
+    M.show_stats()
+  end, { desc = "Show FastCoder stats" })
+  cmd("FastCoderRebuildIndex", function()
+    M.rebuild_index()
+  end, { desc = "Rebuild the FastCoder repository index" })
+  cmd("FastCoderEnable", function()
+    M.update_settings({ enabled = true })
+  end, { desc = "Enable FastCoder completions" })
+  cmd("FastCoderDisable", function()
+    M.update_settings({ enabled = false })
+  end, { desc = "Disable FastCoder completions" })
+  cmd("FastCoderRestart", function()
+    M.restart()
+  end, { desc = "Restart the FastCoder server" })
+  cmd("FastCoderEdit", function(opts)
+    local line1, line2, buf = opts.line1, opts.line2, vim.api.nvim_get_current_buf()
+    if opts.args ~= "" then
+      M.edit_range(opts.args, line1, line2, buf)
+      return
+    end
+    vim.ui.input({ prompt = "FastCoder instruction: " }, function(input)
+      if input and input:match("%S") then
+        M.edit_range(input, line1, line2, buf)
+      end
+    end)
+  end, { range = true, nargs = "*", desc = "Edit the selected lines with an instruction" })
+end
+
+-------------------------------------------------------------------------------
+-- setup
+-------------------------------------------------------------------------------
+
+local DICT_KEYS = { init_options = true, settings = true, keymaps = true }
+
+--- Merge user options over the defaults. Lists (cmd, filetypes, root_markers) are replaced,
+--- tables in DICT_KEYS are merged key by key.
+function M.merge_config(opts)
+  local cfg = vim.deepcopy(M.defaults)
+  for k, v in pairs(opts or {}) do
+    if DICT_KEYS[k] and type(v) == "table" and type(cfg[k]) == "table" then
+      cfg[k] = vim.tbl_extend("force", cfg[k], v)
+    else
+      cfg[k] = v
+    end
+  end
+  return cfg
+end
+
+function M.setup(opts)
+  local cfg = M.merge_config(opts)
+  local expected = {
+    cmd = "table", init_options = "table", settings = "table?", filetypes = "table",
+    root_markers = "table", name = "string", keymaps = "table",
+    on_attach = "function?", on_init = "function?", on_status = "function?",
+  }
+  for key, want in pairs(expected) do
+    local optional = want:sub(-1) == "?"
+    local typ = optional and want:sub(1, -2) or want
+    local value = cfg[key]
+    if not (type(value) == typ or (optional and value == nil)) then
+      error(string.format("fastcoder.setup: option '%s' must be a %s, got %s", key, want, type(value)), 2)
+    end
+  end
+  M.config = cfg
+  warned = {}
+
+  local group = vim.api.nvim_create_augroup("FastCoder", { clear = true })
+  vim.api.nvim_create_autocmd("FileType", {
+    group = group,
+    pattern = cfg.filetypes,
+    callback = function(args)
+      M.attach(args.buf)
+    end,
+    desc = "Start/attach the FastCoder language server",
+  })
+  if not did_setup then
+    create_commands()
+    did_setup = true
+  end
+  -- Buffers that were already open (lazy-loaded plugin).
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(buf) and filetype_enabled(vim.bo[buf].filetype) then
+      M.attach(buf)
+    end
+  end
+  return M
+end
+
+return M

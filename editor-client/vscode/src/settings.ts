@@ -1,0 +1,162 @@
+/**
+ * Settings (`fastcoder.*`) → server `initializationOptions`.
+ *
+ * `toInitOptions` is pure; `readSettings` reads VS Code's configuration through the
+ * `vscode` module (mocked in the unit tests).
+ */
+import * as os from 'os';
+import * as path from 'path';
+import * as vscode from 'vscode';
+
+export const SECTION = 'fastcoder';
+
+export const DTYPES = ['auto', 'float32', 'bfloat16'] as const;
+export const DEVICES = ['auto', 'cpu', 'cuda'] as const;
+export const METHODS = ['fastcoder', 'ar', 'pld', 'rest'] as const;
+
+export interface FastCoderSettings {
+    enabled: boolean;
+    model: string;
+    dtype: string;
+    device: string;
+    method: string;
+    maxNewTokens: number;
+    /** null/undefined: no time budget. */
+    timeBudgetMs: number | null;
+    /** Client-only: the `fastcoder` executable. */
+    serverPath: string;
+    /** Interpreter for `python -m fastcoder.cli serve`; also sent to the server. */
+    pythonPath: string;
+}
+
+export const DEFAULTS: FastCoderSettings = {
+    enabled: true,
+    model: 'qwen2.5-coder-0.5b',
+    dtype: 'auto',
+    device: 'auto',
+    method: 'fastcoder',
+    maxNewTokens: 128,
+    timeBudgetMs: null,
+    serverPath: '',
+    pythonPath: '',
+};
+
+/** The JSON object sent as `initializationOptions` (camelCase keys, server contract). */
+export interface InitOptions {
+    model: string;
+    dtype: string;
+    device: string;
+    method: string;
+    maxNewTokens: number;
+    timeBudgetMs?: number;
+    enabled: boolean;
+    pythonPath?: string;
+}
+
+/** Settings that need a server restart when they change (they decide how it is started). */
+export const RESTART_KEYS: readonly (keyof FastCoderSettings)[] = ['serverPath', 'pythonPath'];
+
+function pick<T extends string>(value: unknown, allowed: readonly T[], fallback: T): T {
+    return typeof value === 'string' && (allowed as readonly string[]).includes(value) ? (value as T) : fallback;
+}
+
+function positiveInt(value: unknown): number | undefined {
+    if (typeof value !== 'number' || !Number.isFinite(value)) {
+        return undefined;
+    }
+    const n = Math.floor(value);
+    return n >= 1 ? n : undefined;
+}
+
+function str(value: unknown): string {
+    return typeof value === 'string' ? value.trim() : '';
+}
+
+/** Normalize a raw settings object (values may be missing or of the wrong type). */
+export function normalizeSettings(raw: Partial<Record<keyof FastCoderSettings, unknown>>): FastCoderSettings {
+    return {
+        enabled: typeof raw.enabled === 'boolean' ? raw.enabled : DEFAULTS.enabled,
+        model: str(raw.model) || DEFAULTS.model,
+        dtype: pick(raw.dtype, DTYPES, 'auto'),
+        device: pick(raw.device, DEVICES, 'auto'),
+        method: pick(raw.method, METHODS, 'fastcoder'),
+        maxNewTokens: positiveInt(raw.maxNewTokens) ?? DEFAULTS.maxNewTokens,
+        timeBudgetMs: positiveInt(raw.timeBudgetMs) ?? null,
+        serverPath: str(raw.serverPath),
+        pythonPath: str(raw.pythonPath),
+    };
+}
+
+/** Settings → `initializationOptions`. Unset optional values are left out. */
+export function toInitOptions(settings: FastCoderSettings): InitOptions {
+    const opts: InitOptions = {
+        model: settings.model,
+        dtype: settings.dtype,
+        device: settings.device,
+        method: settings.method,
+        maxNewTokens: settings.maxNewTokens,
+        enabled: settings.enabled,
+    };
+    if (settings.timeBudgetMs !== null && settings.timeBudgetMs !== undefined) {
+        opts.timeBudgetMs = settings.timeBudgetMs;
+    }
+    if (settings.pythonPath) {
+        opts.pythonPath = settings.pythonPath;
+    }
+    return opts;
+}
+
+/**
+ * Expand `~`, `${userHome}`, `${workspaceFolder}` and `${env:NAME}` in a path setting;
+ * a relative path (containing a separator) is taken relative to the first workspace folder.
+ */
+export function expandPath(
+    value: string,
+    workspaceFolder: string | undefined,
+    env: NodeJS.ProcessEnv = process.env,
+    home: string = os.homedir(),
+): string {
+    if (!value) {
+        return value;
+    }
+    let out = value
+        .replace(/\$\{userHome\}/g, home)
+        .replace(/\$\{env:([^}]+)\}/g, (_m, name: string) => env[name] ?? '');
+    if (workspaceFolder !== undefined) {
+        out = out.replace(/\$\{workspaceFolder\}/g, workspaceFolder);
+    }
+    if (out === '~') {
+        out = home;
+    } else if (out.startsWith('~/') || out.startsWith('~\\')) {
+        out = path.join(home, out.slice(2));
+    }
+    const hasSep = out.includes('/') || out.includes('\\');
+    if (hasSep && !path.isAbsolute(out) && workspaceFolder !== undefined) {
+        out = path.resolve(workspaceFolder, out);
+    }
+    return out;
+}
+
+export function firstWorkspaceFolder(): string | undefined {
+    const folders = vscode.workspace.workspaceFolders;
+    return folders && folders.length > 0 ? folders[0].uri.fsPath : undefined;
+}
+
+/** Read `fastcoder.*` from VS Code's configuration (path settings expanded). */
+export function readSettings(): FastCoderSettings {
+    const cfg = vscode.workspace.getConfiguration(SECTION);
+    const raw: Partial<Record<keyof FastCoderSettings, unknown>> = {};
+    for (const key of Object.keys(DEFAULTS) as (keyof FastCoderSettings)[]) {
+        raw[key] = cfg.get(key);
+    }
+    const settings = normalizeSettings(raw);
+    const ws = firstWorkspaceFolder();
+    settings.serverPath = expandPath(settings.serverPath, ws);
+    settings.pythonPath = expandPath(settings.pythonPath, ws);
+    return settings;
+}
+
+/** True when a configuration change affects a setting that needs a server restart. */
+export function needsRestart(event: vscode.ConfigurationChangeEvent): boolean {
+    return RESTART_KEYS.some((key) => event.affectsConfiguration(`${SECTION}.${key}`));
+}

@@ -1,0 +1,457 @@
+"""End-to-end tests of the Neovim client (editor-client/nvim) in a real, headless Neovim.
+
+* ``test_setup_without_server`` runs editor-client/nvim/tests/smoke.lua: ``setup()`` with a
+  missing server binary must notify, not crash (works on Debian's Neovim 0.7.2).
+* ``test_fake_server_roundtrip`` drives the plugin against a tiny stdlib-only LSP server
+  (initializationOptions, settings, ``fastcoder/status``, completion, executeCommand).
+* ``test_completion_with_real_server`` starts the real ``fastcoder serve`` on the
+  ``tiny_model_dir`` fixture and asks for ``textDocument/completion``.
+
+Neovim is taken from PATH. When it is missing it is installed with
+``apt-get install -y neovim`` only when running as root and ``CI`` or
+``FASTCODER_INSTALL_NVIM=1`` is set; otherwise the tests are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PLUGIN_DIR = REPO / "editor-client" / "nvim"
+SMOKE = PLUGIN_DIR / "tests" / "smoke.lua"
+
+NVIM_TIMEOUT_S = float(os.environ.get("FASTCODER_NVIM_TIMEOUT", "420"))
+
+
+# --------------------------------------------------------------------------- neovim
+
+
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+@pytest.fixture(scope="session")
+def nvim_bin() -> str:
+    found = shutil.which("nvim")
+    if found:
+        return found
+    allowed = _truthy("CI") or _truthy("FASTCODER_INSTALL_NVIM")
+    is_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    if not (allowed and is_root and shutil.which("apt-get")):
+        pytest.skip(
+            "nvim is not installed; install Neovim (e.g. `apt-get install -y neovim`), or run as root "
+            "with CI=1 or FASTCODER_INSTALL_NVIM=1 to let this test install Debian's neovim"
+        )
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "neovim"]):
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            pytest.skip(f"could not install neovim ({' '.join(cmd)} -> {proc.returncode}): {proc.stderr[-500:]}")
+    found = shutil.which("nvim")
+    if not found:
+        pytest.skip("apt-get installed neovim but nvim is not on PATH")
+    return found
+
+
+def run_nvim(
+    nvim: str,
+    script: Path,
+    cwd: Path,
+    state: Path,
+    timeout: float = NVIM_TIMEOUT_S,
+    env: dict | None = None,
+):
+    """Run ``nvim --headless -u NONE`` on a Lua script with a hard timeout.
+
+    ``state`` holds Neovim's XDG state/data/cache (LSP log included), outside the project.
+    Neovim and the language server it starts run in their own process group, which is
+    killed as a whole on timeout. Returns (returncode, stdout, stderr).
+    """
+    full_env = dict(os.environ)
+    full_env.update(
+        {
+            "XDG_STATE_HOME": str(state / "state"),
+            "XDG_DATA_HOME": str(state / "data"),
+            "XDG_CACHE_HOME": str(state / "cache"),
+            "XDG_CONFIG_HOME": str(state / "config"),
+            "NVIM_LOG_FILE": str(state / "nvim.log"),
+        }
+    )
+    full_env.update(env or {})
+    cmd = [nvim, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-c", f"luafile {script}"]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=full_env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
+        pytest.fail(f"nvim did not finish within {timeout:.0f}s\nstdout:\n{out[-3000:]}\nstderr:\n{err[-3000:]}")
+    finally:
+        # a server left behind by a crashed nvim
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return proc.returncode, out, err
+
+
+def lsp_log_tail(state: Path, n: int = 4000) -> str:
+    """The end of Neovim's LSP log (the server's stderr lands there)."""
+    log = state / "state" / "nvim" / "lsp.log"
+    return log.read_text(errors="replace")[-n:] if log.exists() else "(no lsp.log)"
+
+
+def read_result(path: Path, rc: int, out: str, err: str) -> dict:
+    if not path.exists():
+        pytest.fail(f"nvim wrote no result (rc={rc})\nstdout:\n{out[-3000:]}\nstderr:\n{err[-3000:]}")
+    return json.loads(path.read_text())
+
+
+# --------------------------------------------------------------------------- Lua driver
+
+# Template of the Lua script run inside Neovim. CONFIG is JSON (see client_script()).
+LUA_DRIVER = r"""
+local CFG = vim.fn.json_decode([==[__CONFIG__]==])
+local result = { ok = false, steps = {}, notes = {} }
+local function step(s) table.insert(result.steps, s) end
+local function finish()
+  local f = io.open(CFG.out, "w")
+  f:write(vim.fn.json_encode(result))
+  f:close()
+end
+local orig_notify = vim.notify
+vim.notify = function(msg, level)
+  table.insert(result.notes, { msg = tostring(msg), level = level })
+end
+
+local ok, err = pcall(function()
+  local v = vim.version()
+  result.nvim = string.format("%d.%d.%d", v.major, v.minor, v.patch)
+  vim.opt.runtimepath:prepend(CFG.plugin_dir)
+  vim.cmd("filetype on")
+  local fc = require("fastcoder")
+  fc.setup({
+    cmd = CFG.cmd,
+    init_options = CFG.init_options,
+    filetypes = { "python" },
+    inline_completion = true,
+  })
+  step("setup")
+  vim.cmd("edit " .. vim.fn.fnameescape(CFG.file))
+  if vim.bo.filetype ~= "python" then
+    vim.bo.filetype = "python"
+  end
+  local bufnr = vim.api.nvim_get_current_buf()
+  step("opened " .. vim.bo.filetype)
+  result.omnifunc_pre = vim.bo.omnifunc
+
+  -- wait for the client to be initialized
+  local client
+  local inited = vim.wait(CFG.start_timeout_ms, function()
+    client = fc.get_clients({ bufnr = bufnr })[1]
+    return client ~= nil and (client.initialized == true or client.server_capabilities ~= nil and next(client.server_capabilities) ~= nil)
+  end, 50)
+  result.initialized = inited
+  if not inited then
+    result.error = "the client did not initialize; status=" .. vim.inspect(fc.status)
+    return
+  end
+  result.client_root = client.config.root_dir
+  result.omnifunc = vim.bo[bufnr].omnifunc
+  step("initialized")
+
+  -- wait for fastcoder/status ready (or error); request anyway after the timeout
+  vim.wait(CFG.ready_timeout_ms, function()
+    return fc.status.state == "ready" or fc.status.state == "error"
+  end, 100)
+  result.status = { state = fc.status.state, message = fc.status.message }
+  step("status " .. tostring(fc.status.state))
+
+  local line = vim.api.nvim_buf_get_lines(bufnr, CFG.line, CFG.line + 1, false)[1] or ""
+  vim.api.nvim_win_set_cursor(0, { CFG.line + 1, #line })
+  local params = {
+    textDocument = { uri = vim.uri_from_bufnr(bufnr) },
+    position = { line = CFG.line, character = #line },
+    context = { triggerKind = 1 },
+  }
+  local responses, req_err = vim.lsp.buf_request_sync(0, "textDocument/completion", params, CFG.request_timeout_ms)
+  result.request_error = req_err and tostring(req_err) or nil
+  local labels, errors = {}, {}
+  for _, resp in pairs(responses or {}) do
+    local e = resp.err or resp.error
+    if e then table.insert(errors, vim.inspect(e)) end
+    local r = resp.result
+    local items = {}
+    if type(r) == "table" then items = r.items or r end
+    for _, item in ipairs(items) do
+      table.insert(labels, item.label or "")
+    end
+  end
+  result.n_items = #labels
+  result.labels = { unpack(labels, 1, 5) }
+  result.errors = errors
+  step("completion")
+
+  if CFG.extra then
+    -- executeCommand fastcoder.stats through the plugin
+    local stats
+    fc.execute("fastcoder.stats", {}, function(e, r) stats = { err = e and vim.inspect(e) or nil, result = r } end, bufnr)
+    vim.wait(10000, function() return stats ~= nil end, 20)
+    result.stats = stats and stats.result or vim.NIL
+    -- :FastCoderEdit on line 1 (the server applies the edit with workspace/applyEdit)
+    vim.cmd("1FastCoderEdit rename add to plus")
+    vim.wait(10000, function()
+      return (vim.api.nvim_buf_get_lines(bufnr, 0, 1, false)[1] or ""):find("plus", 1, true) ~= nil
+    end, 20)
+    result.line1_after_edit = vim.api.nvim_buf_get_lines(bufnr, 0, 1, false)[1]
+    -- settings change -> workspace/didChangeConfiguration
+    vim.cmd("FastCoderDisable")
+    vim.wait(300)
+    vim.cmd("FastCoderStatus")
+    result.status_text = fc.status_text()
+  end
+  result.ok = true
+end)
+if not ok then result.error = tostring(err) end
+vim.notify = orig_notify
+-- stop the server cleanly so it does not linger
+pcall(function()
+  for _, c in ipairs(require("fastcoder").get_clients()) do
+    if vim.fn.has("nvim-0.11") == 1 then c:stop() else c.stop() end
+  end
+  vim.wait(3000, function() return #require("fastcoder").get_clients() == 0 end, 50)
+end)
+finish()
+vim.cmd("qa!")
+"""
+
+
+def client_script(tmp_path: Path, **config) -> Path:
+    text = json.dumps(config)
+    assert "]==]" not in text
+    script = tmp_path / "fastcoder_nvim_test.lua"
+    script.write_text(LUA_DRIVER.replace("__CONFIG__", text))
+    return script
+
+
+def make_project(tmp_path: Path) -> tuple[Path, Path]:
+    proj = tmp_path / "proj"
+    (proj / "pkg").mkdir(parents=True)
+    (proj / "pyproject.toml").write_text('[project]\nname = "demo"\nversion = "0.0.1"\n')
+    src = proj / "pkg" / "mathutil.py"
+    src.write_text(
+        textwrap.dedent(
+            '''\
+            def add(a, b):
+                """Return the sum of a and b."""
+                return a + b
+
+
+            def mul(a, b):
+                """Return the product of a and b."""
+                return a * b
+
+
+            def sub(a, b):
+                """Return a minus b."""
+                return '''
+        )
+    )
+    return proj, src
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_setup_without_server(nvim_bin: str, tmp_path: Path):
+    """setup() with a nonexistent server binary notifies instead of raising (0.7.2 and newer)."""
+    out = tmp_path / "smoke.json"
+    rc, stdout, stderr = run_nvim(
+        nvim_bin, SMOKE, tmp_path, tmp_path / "nvim-state", timeout=120, env={"FASTCODER_SMOKE_OUT": str(out)}
+    )
+    res = read_result(out, rc, stdout, stderr)
+    failed = [c for c in res["checks"] if not c["ok"]]
+    assert res["ok"] and not failed and rc == 0, f"nvim {res.get('version')}: {failed}\n{stderr[-2000:]}"
+
+
+FAKE_SERVER = r'''
+import json, sys
+
+log_path = sys.argv[1]
+log = {"init_options": None, "configurations": [], "opened": [], "commands": []}
+
+def save():
+    with open(log_path, "w") as f:
+        json.dump(log, f)
+
+def read():
+    headers = {}
+    while True:
+        line = sys.stdin.buffer.readline()
+        if not line:
+            return None
+        line = line.decode("ascii").strip()
+        if not line:
+            break
+        k, v = line.split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+    return json.loads(sys.stdin.buffer.read(int(headers["content-length"])))
+
+def send(msg):
+    msg["jsonrpc"] = "2.0"
+    body = json.dumps(msg).encode()
+    sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    sys.stdout.buffer.flush()
+
+next_id = 1000
+while True:
+    msg = read()
+    if msg is None:
+        break
+    method, mid = msg.get("method"), msg.get("id")
+    params = msg.get("params") or {}
+    if method == "initialize":
+        log["init_options"] = params.get("initializationOptions")
+        log["root_uri"] = params.get("rootUri")
+        send({"id": mid, "result": {
+            "capabilities": {
+                "textDocumentSync": 1,
+                "completionProvider": {"resolveProvider": False},
+                "executeCommandProvider": {"commands": ["fastcoder.editSelection", "fastcoder.rebuildIndex", "fastcoder.stats"]},
+            },
+            "serverInfo": {"name": "fake-fastcoder"},
+        }})
+    elif method == "initialized":
+        send({"method": "fastcoder/status", "params": {"state": "loading", "message": "loading fake"}})
+        send({"method": "fastcoder/status", "params": {"state": "ready", "message": "fake ready"}})
+    elif method == "workspace/didChangeConfiguration":
+        log["configurations"].append(params.get("settings"))
+    elif method == "textDocument/didOpen":
+        log["opened"].append(params["textDocument"]["uri"])
+    elif method == "textDocument/completion":
+        send({"id": mid, "result": {"isIncomplete": False, "items": [
+            {"label": "a - b", "insertText": "a - b", "kind": 1},
+        ]}})
+    elif method == "workspace/executeCommand":
+        log["commands"].append(params)
+        cmd = params.get("command")
+        if cmd == "fastcoder.stats":
+            send({"id": mid, "result": {"completions": 1, "method": "fake"}})
+        elif cmd == "fastcoder.editSelection":
+            arg = params["arguments"][0]
+            edit = {"changes": {arg["uri"]: [{"range": arg["range"], "newText": "def plus(a, b):"}]}}
+            next_id += 1
+            send({"id": next_id, "method": "workspace/applyEdit", "params": {"edit": edit}})
+            send({"id": mid, "result": {"edit": edit}})
+        else:
+            send({"id": mid, "result": None})
+    elif method == "shutdown":
+        send({"id": mid, "result": None})
+    elif method == "exit":
+        break
+    elif mid is not None and method is not None:
+        send({"id": mid, "error": {"code": -32601, "message": "not implemented: " + method}})
+    save()
+save()
+'''
+
+
+def test_fake_server_roundtrip(nvim_bin: str, tmp_path: Path):
+    """The plugin against a stdlib-only fake server: the whole client side, no model needed."""
+    proj, src = make_project(tmp_path)
+    server = tmp_path / "fake_server.py"
+    server.write_text(FAKE_SERVER)
+    log = tmp_path / "server_log.json"
+    out = tmp_path / "result.json"
+    init_options = {"model": "/models/tiny", "dtype": "float32", "maxNewTokens": 8}
+    script = client_script(
+        tmp_path,
+        plugin_dir=str(PLUGIN_DIR),
+        cmd=[sys.executable, str(server), str(log)],
+        init_options=init_options,
+        file=str(src),
+        line=12,
+        out=str(out),
+        start_timeout_ms=20000,
+        ready_timeout_ms=10000,
+        request_timeout_ms=20000,
+        extra=True,
+    )
+    rc, stdout, stderr = run_nvim(nvim_bin, script, proj, tmp_path / "nvim-state", timeout=120)
+    res = read_result(out, rc, stdout, stderr)
+    assert res["ok"], f"nvim {res.get('nvim')}: {res.get('error')} steps={res.get('steps')} notes={res.get('notes')}"
+    assert res["status"] == {"state": "ready", "message": "fake ready"}
+    assert res["n_items"] == 1 and res["labels"] == ["a - b"], res
+    assert res["omnifunc"] == "v:lua.vim.lsp.omnifunc"
+    assert Path(res["client_root"]).resolve() == proj.resolve()
+    assert res["stats"] == {"completions": 1, "method": "fake"}
+    assert res["line1_after_edit"] == "def plus(a, b):"
+    assert "fake ready" in res["status_text"]
+
+    srv = json.loads(log.read_text())
+    assert srv["init_options"] == init_options
+    # settings pushed under the `fastcoder` section, then `enabled: false` from :FastCoderDisable
+    assert srv["configurations"][0] == {"fastcoder": init_options}
+    assert srv["configurations"][-1] == {"fastcoder": {**init_options, "enabled": False}}
+    assert any(uri.endswith("/pkg/mathutil.py") for uri in srv["opened"])
+    edit_cmd = next(c for c in srv["commands"] if c["command"] == "fastcoder.editSelection")
+    (arg,) = edit_cmd["arguments"]
+    assert arg["instruction"] == "rename add to plus"
+    assert arg["range"] == {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": len("def add(a, b):")}}
+
+
+def test_completion_with_real_server(nvim_bin: str, tmp_path: Path, request: pytest.FixtureRequest):
+    """`fastcoder serve` on the tiny model answers textDocument/completion inside Neovim."""
+    pytest.importorskip("lsp_server.server")
+    try:
+        tiny_model_dir = request.getfixturevalue("tiny_model_dir")
+    except pytest.FixtureLookupError:
+        pytest.skip("the tiny_model_dir fixture (tests/conftest.py) is not available yet")
+    proj, src = make_project(tmp_path)
+    out = tmp_path / "result.json"
+    script = client_script(
+        tmp_path,
+        plugin_dir=str(PLUGIN_DIR),
+        cmd=[sys.executable, "-m", "fastcoder.cli", "serve"],
+        init_options={"model": str(tiny_model_dir), "dtype": "float32", "maxNewTokens": 8},
+        file=str(src),
+        line=12,
+        out=str(out),
+        start_timeout_ms=120000,
+        ready_timeout_ms=180000,
+        request_timeout_ms=60000,
+        extra=False,
+    )
+    # the server must import the repo's packages even if they are not installed
+    pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    state = tmp_path / "nvim-state"
+    rc, stdout, stderr = run_nvim(nvim_bin, script, proj, state, env={"PYTHONPATH": pythonpath})
+    res = read_result(out, rc, stdout, stderr)
+    where = f"nvim {res.get('nvim')}; server log:\n{lsp_log_tail(state)}"
+    assert res["ok"], (
+        f"{res.get('error')} steps={res.get('steps')} notes={res.get('notes')}\nstderr:\n{stderr[-3000:]}\n{where}"
+    )
+    assert res["status"]["state"] != "error", f"{res['status']}\n{where}"
+    assert not res["errors"], f"{res['errors']}\n{where}"
+    assert res["n_items"] >= 1, f"no completion items: {res}\n{where}"
