@@ -96,3 +96,15 @@ def tiny_model_dir(tmp_path_factory, tiny_tokenizer):
     model.save_pretrained(path)
     tiny_tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory):
+    """Keep the tests' cost curves, indexes and datastores out of the user's cache."""
+    old = os.environ.get("FASTCODER_CACHE")
+    os.environ["FASTCODER_CACHE"] = str(tmp_path_factory.mktemp("fastcoder-cache"))
+    yield
+    if old is None:
+        os.environ.pop("FASTCODER_CACHE", None)
+    else:
+        os.environ["FASTCODER_CACHE"] = old

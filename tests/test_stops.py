@@ -1,0 +1,25 @@
+from fastcoder.stops import block_end
+
+
+def test_dedent_ends_block_and_cuts_before_newline():
+    fn = block_end(4, check_first_line=True)
+    assert fn("    x = 1\n    return x\n") is None
+    text = "    x = 1\n    return x\n\ndef g():"
+    assert text[: fn(text)] == "    x = 1\n    return x\n"
+    assert fn("    x = 1\n  ") is None  # indentation still unknown: no content yet
+    assert fn("def g():") == 0  # an immediate dedent yields nothing
+
+
+def test_first_line_continues_the_cursor_line_by_default():
+    fn = block_end(8)
+    assert fn("x)\n        y = 2") is None
+    assert "x)\n        y = 2\n    z"[: fn("x)\n        y = 2\n    z")] == "x)\n        y = 2"
+
+
+def test_blank_line_at_top_level_and_single_line():
+    fn = block_end(0, check_first_line=True)
+    assert fn("import os\nimport sys\n") is None
+    t = "import os\n\nx = 1"
+    assert t[: fn(t)] == "import os"
+    one = block_end(4, single_line=True)
+    assert one("abc") is None and one("abc\ndef") == 3
