@@ -1,0 +1,71 @@
+"""Tokenizing files for the datastores: the tokenizer of a ``--model`` spec, batched
+encoding into int32 arrays.
+
+Only the tokenizer is loaded for indexing (no weights), through
+:func:`fastcoder.models.resolve_model`, so every ``--model`` spec the engine accepts
+works here too.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+
+BATCH_CHARS = 1 << 20
+"""Characters per tokenizer call: large enough for the Rust tokenizer's parallelism,
+small enough to report progress often and to bound the memory of one call."""
+
+
+def load_tokenizer(spec: str, *, progress: bool = True) -> Any:
+    """The fast (Rust) tokenizer of a model spec, without loading the weights.
+
+    Parameters:
+        spec: anything :func:`fastcoder.models.resolve_model` accepts (a builtin name, a
+            local Hugging Face folder, a ``.gguf`` file, a hub id).
+        progress: show progress bars if the model has to be fetched or converted.
+
+    Raises :class:`fastcoder.errors.ModelError` when the model cannot be resolved or
+    has no usable tokenizer.
+    """
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
+    from fastcoder.errors import ModelError
+    from fastcoder.models import resolve_model
+
+    folder = resolve_model(spec, progress=progress)
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(folder))
+    except Exception as exc:  # transformers raises many kinds
+        raise ModelError(f"cannot load the tokenizer of {spec!r} from {folder}: {exc}") from exc
+    if not getattr(tok, "is_fast", False):
+        raise ModelError(f"the tokenizer of {spec!r} is not a fast (Rust) tokenizer; indexing needs one")
+    return tok
+
+
+def encode(tokenizer: Any, texts: Sequence[str]) -> list[np.ndarray]:
+    """Token ids (int32 arrays) of ``texts`` in one batched call, no special tokens added."""
+    if not texts:
+        return []
+    ids = tokenizer(list(texts), add_special_tokens=False, return_attention_mask=False)["input_ids"]
+    return [np.asarray(x, dtype=np.int32) for x in ids]
+
+
+def batched(items: Iterable[T], size_of: Callable[[T], int], budget: int = BATCH_CHARS) -> Iterator[list[T]]:
+    """Group ``items`` into lists whose summed ``size_of`` stays near ``budget``
+    (a single larger item forms its own batch)."""
+    batch: list[T] = []
+    total = 0
+    for item in items:
+        n = size_of(item)
+        if batch and total + n > budget:
+            yield batch
+            batch, total = [], 0
+        batch.append(item)
+        total += n
+    if batch:
+        yield batch

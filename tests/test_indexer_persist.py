@@ -1,0 +1,151 @@
+"""Persistence: restart applies only the changes; corrupt or foreign stores are rebuilt."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from fastcoder.datastore import TokenDatastore
+from fastcoder.errors import DatastoreError
+from indexer.persist import IndexStore, store_dir
+from indexer.workspace import WorkspaceIndex
+from test_indexer_support import has_phrase, isolated_cache, phrase, write  # noqa: F401 - fixture
+
+FP = "fp-test"
+
+
+def make(root, tok, **kw) -> WorkspaceIndex:
+    return WorkspaceIndex([root], tok, fingerprint=FP, **kw)
+
+
+@pytest.fixture
+def repo_dir(tmp_path):
+    root = tmp_path / "ws"
+    for tag in ("alpha", "bravo", "charlie", "delta"):
+        write(root / f"{tag}.py", f"# {tag}\n{phrase(tag)}\n")
+    write(root / "pkg" / "echo.py", f"{phrase('echo')}\n")
+    return root
+
+
+def test_store_location_depends_on_root_and_tokenizer(tmp_path, isolated_cache):
+    a = store_dir([tmp_path / "a"], "fp1")
+    assert a.parent == isolated_cache / "index"
+    assert a != store_dir([tmp_path / "b"], "fp1") and a != store_dir([tmp_path / "a"], "fp2")
+    assert a.name.endswith("-fp1")
+
+
+def test_restart_applies_only_changes(repo_dir, tiny_tokenizer, isolated_cache):
+    tok = tiny_tokenizer
+    idx = make(repo_dir, tok)
+    rep = idx.open()
+    assert rep.mode == "built" and rep.files == 5
+    idx.stop()
+    assert (idx.store.directory / "manifest.json").is_file()
+
+    # while "not running": delete one, change one, touch one without changing it, add one
+    (repo_dir / "alpha.py").unlink()
+    write(repo_dir / "bravo.py", f"{phrase('foxtrot')}\n")
+    charlie = repo_dir / "charlie.py"
+    st = charlie.stat()
+    os.utime(charlie, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    write(repo_dir / "new.py", f"{phrase('golf')}\n")
+
+    idx2 = make(repo_dir, tok)
+    rep2 = idx2.open()
+    assert rep2.mode == "loaded"
+    assert (rep2.changed, rep2.removed) == (2, 1)
+    assert idx2.repo.files_tokenized == 2  # bravo and new; charlie hashed equal, others skipped by mtime+size
+    src = idx2.source
+    assert not has_phrase(src, tok, "alpha")
+    assert not has_phrase(src, tok, "bravo")
+    for tag in ("foxtrot", "charlie", "delta", "echo", "golf"):
+        assert has_phrase(src, tok, tag), tag
+    s = idx2.stats()
+    assert s["files"] == 5 and s["base_dead"] == 2 and s["delta_files"] == 2
+    idx2.stop()
+
+    # a third run with nothing changed tokenizes nothing and still finds everything
+    idx3 = make(repo_dir, tok)
+    rep3 = idx3.open()
+    assert (rep3.mode, rep3.changed, rep3.removed) == ("loaded", 0, 0)
+    assert idx3.repo.files_tokenized == 0
+    assert has_phrase(idx3.source, tok, "foxtrot") and not has_phrase(idx3.source, tok, "alpha")
+    idx3.stop()
+
+
+def _corrupt_base(store_directory):
+    base = next(store_directory.glob("base-*.fcds"))
+    data = bytearray(base.read_bytes())
+    data[-5] ^= 0xFF
+    base.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "flip_byte",
+        "truncate",
+        "bad_manifest_json",
+        "manifest_wrong_doc",
+        "foreign_fingerprint",
+        "missing_base",
+    ],
+)
+def test_corrupt_store_is_rebuilt(repo_dir, tiny_tokenizer, isolated_cache, damage):
+    tok = tiny_tokenizer
+    idx = make(repo_dir, tok)
+    idx.open()
+    idx.stop()
+    d = idx.store.directory
+    man = d / "manifest.json"
+    if damage == "flip_byte":
+        _corrupt_base(d)
+    elif damage == "truncate":
+        base = next(d.glob("base-*.fcds"))
+        base.write_bytes(base.read_bytes()[:-16])
+    elif damage == "bad_manifest_json":
+        man.write_text("{not json")
+    elif damage == "manifest_wrong_doc":
+        m = json.loads(man.read_text())
+        next(iter(m["files"].values()))["doc"] = 999
+        man.write_text(json.dumps(m))
+    elif damage == "foreign_fingerprint":
+        m = json.loads(man.read_text())
+        m["fingerprint"] = "someone-else"
+        man.write_text(json.dumps(m))
+    elif damage == "missing_base":
+        next(d.glob("base-*.fcds")).unlink()
+    with pytest.raises(DatastoreError):
+        IndexStore(d, FP).load()
+    idx2 = make(repo_dir, tok)
+    rep = idx2.open()
+    assert rep.mode == "built" and rep.reason
+    assert rep.files == 5 and has_phrase(idx2.source, tok, "echo")
+    idx2.stop()
+    IndexStore(d, FP).load()  # the rebuilt store is sound
+
+
+def test_save_is_atomic_and_cleans_old_files(repo_dir, tiny_tokenizer, isolated_cache):
+    tok = tiny_tokenizer
+    idx = make(repo_dir, tok, merge_files=2)
+    idx.open()
+    d = idx.store.directory
+    first = {p.name for p in d.glob("*.fcds")}
+    for tag in ("hotel", "india", "juliet"):
+        write(repo_dir / f"{tag}.py", f"{phrase(tag)}\n")
+        idx.repo.update_file(repo_dir / f"{tag}.py")
+    assert idx.repo.wait_merged(30)
+    idx.save()
+    names = {p.name for p in d.iterdir()}
+    assert not any(n.endswith(".tmp") for n in names)
+    m = json.loads((d / "manifest.json").read_text())
+    assert m["base"] in names and m["base"] not in first  # the merged base was written anew
+    assert len(list(d.glob("base-*.fcds"))) == 1  # the old one was removed
+    for entry in m["files"].values():
+        assert {"mtime_ns", "size", "sha256", "store", "doc", "tokens"} <= set(entry)
+    st = IndexStore(d, FP).load()
+    assert len(st.records) == 8
+    assert TokenDatastore.load(d / m["base"]).meta.get("kind") == "repo"
+    idx.stop()
