@@ -29,6 +29,7 @@ from fastcoder.verifier import KVState, Verifier
 log = logging.getLogger(__name__)
 
 KS = (0, 1, 3, 7, 15, 31, 47, 63, 95)
+CURVE_VERSION = 2  # bump when the measurement changes, so old curves are re-measured
 
 
 @dataclass
@@ -61,29 +62,35 @@ class CostCurve:
         return max(range(0, self.ks[-1] + 1), key=lambda k: (1 + expected_accept(k)) / self.cost(k))
 
 
-def measure(verifier: Verifier, context_len: int = 256, reps: int = 3, ks=KS) -> CostCurve:
-    """Time one verification forward for each k on a ``context_len`` cache (median of reps)."""
+def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5, ks=KS) -> CostCurve:
+    """Time one verification forward for each k on a ``context_len`` cache.
+
+    The ks are interleaved over ``rounds`` rounds and each k keeps its minimum: load
+    from other processes only ever adds time, so the minimum is the least disturbed
+    sample. The curve is then made non-decreasing (c(k) = min over j >= k of c(j)).
+    """
     vocab = int(getattr(verifier.model.config, "vocab_size", 1000))
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(10, max(11, vocab - 10), (context_len + 1 + max(ks),), generator=gen).tolist()
     kv = KVState()
     verifier.prefill(kv, ids[:context_len])
     base_ids = list(kv.ids)
-    times = []
-    for k in ks:
-        tree = DraftTree.chain(ids[context_len + 1 : context_len + 1 + k], "probe")
-        samples = []
-        for _ in range(reps + 1):
+    best = [float("inf")] * len(ks)
+    for rnd in range(rounds + 1):
+        for j, k in enumerate(ks):
+            tree = DraftTree.chain(ids[context_len + 1 : context_len + 1 + k], "probe")
             t0 = time.perf_counter()
             verifier.step(kv, ids[context_len], tree)
-            samples.append(time.perf_counter() - t0)
-            # roll back whatever the step kept
-            extra = len(kv.ids) - len(base_ids)
+            dt = time.perf_counter() - t0
+            if rnd > 0:  # round 0 is the warm-up
+                best[j] = min(best[j], dt)
+            extra = len(kv.ids) - len(base_ids)  # roll back whatever the step kept
             if extra:
                 kv.cache.crop(-extra)
                 kv.ids = list(base_ids)
-        times.append(float(np.median(samples[1:])))  # first run is warm-up
-    return CostCurve(list(ks), times)
+    for j in range(len(best) - 2, -1, -1):
+        best[j] = min(best[j], best[j + 1])
+    return CostCurve(list(ks), best)
 
 
 def _cache_file(key: str) -> Path:
@@ -98,7 +105,8 @@ def load_or_measure(verifier: Verifier, key: str) -> CostCurve:
     path = _cache_file(key)
     try:
         data = json.loads(path.read_text())
-        return CostCurve(data["ks"], data["seconds"])
+        if data.get("version") == CURVE_VERSION:
+            return CostCurve(data["ks"], data["seconds"])
     except (OSError, ValueError, KeyError):
         pass
     log.info("measuring verification cost curve c(k) for %s", key)
@@ -106,6 +114,6 @@ def load_or_measure(verifier: Verifier, key: str) -> CostCurve:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(fd, "w") as fh:
-        json.dump({"ks": curve.ks, "seconds": curve.seconds, "key": key}, fh)
+        json.dump({"ks": curve.ks, "seconds": curve.seconds, "key": key, "version": CURVE_VERSION}, fh)
     os.replace(tmp, path)
     return curve

@@ -1,0 +1,48 @@
+# Two commands for a newcomer:
+#   make demo   set up, fetch the default model, build D_c, index this repo, and run one
+#               function-body generation with AR and with FastCoder (prints both, identity, speedup)
+#   make test   set up and run the whole test suite (what CI runs)
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+FC     := $(VENV)/bin/fastcoder
+MODEL  ?= qwen2.5-coder-0.5b
+DTYPE  ?= bfloat16
+# The demo target: a function of this repository, generated from its signature + docstring.
+DEMO_FILE ?= fastcoder/stops.py
+DEMO_FUNC ?= indent_of
+
+.PHONY: setup demo test test-python test-vscode clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[test,bench]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	$(FC) models fetch $(MODEL)
+	$(FC) build-common --model $(MODEL)
+	$(FC) index . --model $(MODEL)
+	$(FC) generate $(DEMO_FILE) --function $(DEMO_FUNC) --model $(MODEL) --dtype $(DTYPE) --workspace . --compare-ar
+
+test: setup
+	@if ! command -v nvim >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		(apt-get update -qq && apt-get install -y -qq neovim >/dev/null) || echo "neovim install failed; its tests will skip"; fi
+	$(MAKE) test-vscode
+	$(MAKE) test-python
+
+test-python: setup
+	$(FC) models fetch smollm2-135m --quiet --no-load
+	FASTCODER_INSTALL_NVIM=1 $(PY) -m pytest -q -ra; rc=$$?; \
+		if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing on purpose"; exit 1; fi; exit $$rc
+
+test-vscode:
+	cd editor-client/vscode && npm ci --no-audit --no-fund --loglevel=error && npm run compile && npm test
+
+clean:
+	rm -rf $(VENV)
