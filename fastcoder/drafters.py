@@ -6,7 +6,8 @@
 - ``rest``: D_c only, longest suffix match, heaviest continuations as a tree.
 - ``fastcoder``: CACHE first (once it holds ``l`` sequences), else D_r, D_c (and D_d)
   searched in parallel, with skip tokens and a missing table; plus the live context
-  (prompt + output so far) as one more source in the same weighted trie.
+  (prompt + output so far, and an optional reference text such as the code after the
+  cursor) as one more source in the same weighted trie.
 - ``reuse``: a reference text (the code being edited, the text after the cursor) as a
   long linear draft, re-synced to the nearest following occurrence after an edit;
   FastCoder retrieval where the reference has nothing to say.
@@ -147,9 +148,14 @@ class FastCoderDrafter(Drafter):
 
     name = "fastcoder"
 
-    def __init__(self, sources: Sources, pool: ThreadPoolExecutor | None = None) -> None:
+    def __init__(
+        self, sources: Sources, pool: ThreadPoolExecutor | None = None, reference: Sequence[int] | None = None
+    ) -> None:
         self.sources = sources
         self.pool = pool
+        # text the output is likely to repeat (the code after the cursor, the rest of
+        # the file): searched together with the live context
+        self.reference = [int(t) for t in reference] if reference else []
         self.live: NgramIndex | None = None
         self.live_id = -1
         self._since_chunk = 0
@@ -157,7 +163,9 @@ class FastCoderDrafter(Drafter):
     def start(self, st: DraftState) -> None:
         cfg = st.config
         if cfg.use_context:
-            self.live = NgramIndex(key_len=cfg.n_min, max_sequences=1, max_candidates=64)
+            self.live = NgramIndex(key_len=cfg.n_min, max_sequences=2, max_candidates=64)
+            if self.reference:
+                self.live.add(self.reference)
             self.live_id = self.live.add(st.tokens)
         self._since_chunk = 0
 
@@ -247,7 +255,7 @@ class ReuseDrafter(FastCoderDrafter):
 
     def __init__(self, reference: Sequence[int], sources: Sources, pool: ThreadPoolExecutor | None = None, start: int = 0) -> None:
         super().__init__(sources, pool)
-        self.ref = [int(t) for t in reference]
+        self.ref = [int(t) for t in reference]  # drafted as a chain, not via the live index
         self.pos: int | None = start
 
     def draft(self, st: DraftState, max_nodes: int) -> DraftTree:
@@ -294,7 +302,7 @@ def make_drafter(
     if m == "rest":
         return RestDrafter(sources)
     if m == "fastcoder":
-        return FastCoderDrafter(sources, pool)
+        return FastCoderDrafter(sources, pool, reference=reference)
     if m == "reuse":
         return ReuseDrafter(reference or [], sources, pool)
     raise ValueError(f"unknown method {m!r}")

@@ -99,14 +99,13 @@ class NgramIndex:
         n_max: int = 16,
         max_nodes: int = 64,
         max_depth: int = 16,
-        exclude_tail_of: int | None = None,
         most_recent_only: bool = False,
     ) -> Retrieval:
         """Longest suffix (>= key_len, <= n_max) of ``context`` found in the stored
         sequences, and the heaviest continuation prefixes of its occurrences.
 
-        ``exclude_tail_of``: id of a sequence whose end *is* the context (the live
-        context) — the occurrence at its very end has no continuation and is skipped.
+        An occurrence at the very end of a sequence (the live context's own tail) has
+        no continuation and is skipped.
         ``most_recent_only``: keep only the most recent occurrence (one chain).
         """
         k = self.key_len
@@ -121,7 +120,7 @@ class NgramIndex:
         hits: list[tuple[list[int], int]] = []
         for sid, end in reversed(bucket):  # most recent first
             seq = self._seqs[sid]
-            if end >= len(seq) or (sid == exclude_tail_of and end == len(seq)):
+            if end >= len(seq):
                 continue
             m = k
             while m < n_ctx and end - m - 1 >= 0 and seq[end - m - 1] == ctx[n_ctx - m - 1]:
