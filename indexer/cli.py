@@ -10,7 +10,13 @@
   ``{"event":"status","state":S,"message":M}`` for errors.
 * ``... --lookup TEXT``: one JSON object ``{"match_len":n,"continuations":[{"text",
   "count","source"}]}`` from D_r (the persisted index, updated) and D_c (``--common``
-  or the default stdlib D_c if it was built).
+  or the default stdlib D_c if it was built), and D_d with ``--deps``. A continuation
+  from a store built from packages (D_d, a package D_c) also names where it came from:
+  ``"package"``, ``"version"``, ``"file"`` (the most frequent origin) and
+  ``"packages"`` (``{name: count}`` over all its occurrences).
+* ``... --deps [--python PY]``: also build or update D_d, the datastore of the
+  workspace's installed dependencies (``.venv``/``venv`` in the root, ``--python``, or
+  this interpreter), and print its stats.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--lookup", metavar="TEXT", help="print the continuations of TEXT as JSON")
     p.add_argument("--common", type=Path, metavar="PATH", help="D_c file for --lookup (default: the stdlib D_c if built)")
     p.add_argument("--max-nodes", type=int, default=64, help="continuation-trie size for --lookup (default 64)")
+    p.add_argument("--deps", action="store_true", help="also build/update D_d (the installed dependencies) and use it for --lookup")
+    p.add_argument("--python", metavar="PY", help="the workspace's interpreter or virtualenv for D_d (default: ROOT/.venv, ROOT/venv, this Python)")
     p.add_argument("--rebuild", action="store_true", help="discard the saved index and build it from scratch")
     p.add_argument("--json", action="store_true", help="print the stats as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -79,7 +87,45 @@ def run(args: argparse.Namespace) -> int:
         return _lookup(args, tok)
     if args.watch:
         return _watch(args, tok)
-    return _build(args, tok)
+    code = _build(args, tok)
+    if args.deps:
+        code = code or _deps(args, tok)
+    return code
+
+
+def _build_deps(args: argparse.Namespace, tok: Any):
+    from indexer.deps import build_deps
+    from indexer.progress import progress_bar
+
+    with progress_bar("Indexing dependencies (D_d)", enabled=not args.no_progress and sys.stderr.isatty()) as bar:
+        return build_deps(args.roots[0], tok, python=args.python, progress=bar)
+
+
+def _deps(args: argparse.Namespace, tok: Any) -> int:
+    res = _build_deps(args, tok)
+    rep = res.report
+    info = {
+        "env": res.env.key if res.env else None,
+        "origin": res.env.origin if res.env else None,
+        "packages": len(res.store.packages()),
+        "tokens": res.store.n_tokens,
+        "shards": len(res.store.shards),
+        "rebuilt_shards": rep.rebuilt_shards if rep else 0,
+        "tokenized_packages": len(rep.tokenized) if rep else 0,
+        "seconds": round(res.seconds, 3),
+        "skipped": res.skipped,
+    }
+    if args.json:
+        print(json.dumps(info))
+    elif res.env is None:
+        print("D_d: no usable Python environment; nothing indexed")
+    else:
+        print(
+            f"D_d ({info['origin']}: {info['env']}): {info['packages']} packages, {info['tokens']:,} tokens in "
+            f"{info['shards']} shards ({info['rebuilt_shards']} rebuilt, {info['tokenized_packages']} packages "
+            f"tokenized) in {res.seconds:.1f} s"
+        )
+    return 0
 
 
 def _make_index(args: argparse.Namespace, tok: Any, **callbacks: Any):
@@ -187,6 +233,8 @@ def _lookup(args: argparse.Namespace, tok: Any) -> int:
         except DatastoreError:
             if args.common is not None:
                 raise
+    if args.deps:
+        sources.append(("D_d", _build_deps(args, tok).store))
     ctx = tok(args.lookup, add_special_tokens=False)["input_ids"]
     best = 0
     results = []
@@ -195,13 +243,38 @@ def _lookup(args: argparse.Namespace, tok: Any) -> int:
         r = src.retrieve(ctx, n_max=16, n_min=2, max_nodes=args.max_nodes, max_depth=16)
         per_source[name] = {"match_len": r.match_len, "total": r.total}
         best = max(best, r.match_len)
-        results.append((name, r))
+        results.append((name, src, r))
     conts = []
-    for name, r in results:
+    for name, src, r in results:
         for path, count in leaves(r.nodes):
-            conts.append({"text": tok.decode(list(path)), "count": count, "source": name, "tokens": len(path)})
+            item = {"text": tok.decode(list(path)), "count": count, "source": name, "tokens": len(path)}
+            item.update(_origin(src, list(ctx[-r.match_len :]) + list(path)))
+            conts.append(item)
     conts.sort(key=lambda c: (-c["count"], -c["tokens"]))
     index.stop()
     print(json.dumps({"match_len": best, "continuations": conts, "sources": per_source}, ensure_ascii=False))
     sys.stdout.flush()
     return 0
+
+
+def _origin(src: Any, pattern: list[int]) -> dict[str, Any]:
+    """Where a continuation came from, for stores built from packages (D_d, a package
+    D_c): the most frequent (package, version, file) and the count per package."""
+    from fastcoder.datastore import TokenDatastore
+    from indexer.shards import ShardedStore, package_table, pattern_origins
+
+    if isinstance(src, ShardedStore):
+        stores = src.shards
+    elif isinstance(src, TokenDatastore) and package_table(src):
+        stores = [src]
+    else:
+        return {}
+    found = pattern_origins(stores, pattern)
+    if not found:
+        return {}
+    (pkg, version, file), _ = found.most_common(1)[0]
+    per_pkg: dict[str, int] = {}
+    for (p, _, _), c in found.items():
+        per_pkg[p] = per_pkg.get(p, 0) + c
+    return {"package": pkg, "version": version, "file": file,
+            "packages": dict(sorted(per_pkg.items(), key=lambda kv: -kv[1]))}

@@ -9,6 +9,14 @@ model's fast tokenizer and indexed by one suffix-array build.
 :func:`ensure_common` is what the bench, the demo and the server call: it returns the
 cached stdlib D_c for a tokenizer, building it the first time (under a lock, so two
 processes do not build it twice).
+
+:func:`build_common_from_packages` builds D_c from whole packages (the most-downloaded
+PyPI projects, a requirements file, an environment's site-packages: see
+:mod:`indexer.pypi` and :mod:`indexer.deps`). Its header records what went in: the
+package names and versions, and which document came from which package and file
+(``meta["packages"]``, read by ``fastcoder index --lookup``). The tokens are kept per
+package group in a :class:`indexer.shards.ShardSet` next to the cache, so an
+interrupted build resumes and a rebuild with more packages tokenizes only the new ones.
 """
 
 from __future__ import annotations
@@ -234,3 +242,78 @@ def ensure_common(tokenizer: Any, progress: bool = True, *, fingerprint: str | N
             rep.documents, rep.tokens, rep.seconds, rep.file_bytes / 1e6, path,
         )
     return TokenDatastore.load(path, expected_fingerprint=fp)
+
+
+def build_common_from_packages(
+    tokenizer: Any,
+    packages: Sequence[Any],
+    *,
+    fingerprint: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    work_dir: str | os.PathLike[str] | None = None,
+    source: str = "packages",
+    progress: Callable[..., None] | None = None,
+    extra_meta: dict[str, Any] | None = None,
+) -> tuple[TokenDatastore, CommonReport]:
+    """Build a D_c from packages (:class:`indexer.deps.PackageSource`) with provenance.
+
+    Parameters:
+        tokenizer: the model's fast tokenizer.
+        packages: the packages, in the order their documents should take.
+        fingerprint: the tokenizer fingerprint (computed when None).
+        out: where to save the store (atomically); None: not saved.
+        work_dir: where the tokenized package groups are kept between runs (default:
+            ``cache_root()/common/tokens-<fingerprint>``); an interrupted build resumes
+            from there.
+        source: what the packages are, for the header (``pypi-top-300``,
+            ``requirements:FILE``, ``env:PYTHON``).
+        progress: ``progress(done, total, extra=str)`` while tokenizing.
+        extra_meta: more header fields.
+    """
+    from fastcoder.models import cache_root, tokenizer_fingerprint
+    from indexer.deps import normalize
+    from indexer.persist import dir_lock
+    from indexer.shards import PackageDocs, ShardSet, build_from_docs, package_docs
+
+    fp = fingerprint or tokenizer_fingerprint(tokenizer)
+    work = Path(work_dir) if work_dir is not None else cache_root() / "common" / f"tokens-{fp}"
+    report = CommonReport(sources=[source])
+    t0 = time.perf_counter()
+    shard_set = ShardSet(work, fp, kind="common-tokens")
+    with dir_lock(work):
+        sharded, srep = shard_set.update(tokenizer, packages, progress=progress, prune=False)
+        by_key: dict[str, TokenDatastore] = {}
+        for shard in sharded.shards:
+            for p in shard.meta.get("packages", []):
+                by_key[normalize(str(p["name"]))] = shard
+        parts: list[PackageDocs] = []
+        for pkg in packages:
+            hit = by_key.get(pkg.key)
+            pd = package_docs(hit, pkg.key) if hit is not None else None
+            if pd is not None and pd.docs:
+                parts.append(pd)
+    report.tokenize_s = time.perf_counter() - t0
+    report.documents = sum(len(p.docs) for p in parts)
+    report.tokens = sum(p.tokens for p in parts)
+    meta = {
+        "kind": "common",
+        "sources": report.sources,
+        "files": report.documents,
+        "python": sys.version.split()[0],
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **(extra_meta or {}),
+    }
+    t1 = time.perf_counter()
+    store = build_from_docs(parts, fingerprint=fp, meta=meta)
+    report.sort_s = time.perf_counter() - t1
+    del parts
+    if out is not None:
+        out = Path(out)
+        store.save(out)
+        report.path, report.file_bytes = out, out.stat().st_size
+    log.info(
+        "D_c from %s: %d packages, %d documents, %d tokens (%d packages tokenized now, %d reused)",
+        source, len(store.meta["packages"]), report.documents, report.tokens, len(srep.tokenized),
+        len(packages) - len(srep.tokenized),
+    )
+    return store, report

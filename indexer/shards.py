@@ -1,0 +1,606 @@
+"""Package datastores: token stores built from packages, with provenance, and a
+sharded store searched as one.
+
+**Provenance.** Every store built here carries in its header ``meta["packages"]``: one
+entry per package, ``{"name", "version", "first_doc", "n_docs", "tokens", "files"}``;
+the package's documents are ``first_doc .. first_doc + n_docs - 1`` and ``files[i]``
+is the path of document ``first_doc + i`` inside the package. That is the doc→package
+table :func:`origins` and ``fastcoder index --lookup`` read.
+
+**Shards** (:class:`ShardSet`): a folder with ``manifest.json`` and ``shard-*.fcds``
+files, each a :class:`~fastcoder.datastore.TokenDatastore` over a group of whole
+packages (a package bigger than :data:`TARGET_TOKENS` alone, smaller ones packed
+together). :meth:`ShardSet.update` compares the packages wanted (names and versions)
+with the shards' headers and rebuilds only the shards holding a package that changed,
+appeared or went away; the unchanged packages of a rebuilt shard are not tokenized
+again (their tokens are copied out of the old shard). A shard that fails its checks
+(header, size, CRC32 of the arrays) is rebuilt from scratch.
+
+**Search** (:class:`ShardedStore`): a ``RetrievalSource`` over the shards with exactly
+the answer of one store over all their documents (same match length, exact counts,
+same order), because it is :mod:`indexer.union`'s joint search: longest match over all
+shards, then the continuation trie expanded over every shard that reaches it. Shards
+are searched largest first, and a shard is only asked whether it reaches the longest
+match found so far (one range look-up when it does not), which keeps many shards cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+import zlib
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from fastcoder.datastore import Retrieval, TokenDatastore
+from fastcoder.errors import DatastoreError, FastCoderError
+from indexer.union import union_continuations
+
+log = logging.getLogger(__name__)
+
+TARGET_TOKENS = 8_000_000
+"""Shard size: packages are grouped into shards of about this many tokens (a bigger
+package is a shard of its own). Larger shards mean fewer look-ups per query; smaller
+ones a cheaper rebuild when one package changes."""
+
+BYTES_PER_TOKEN = 3.5
+"""Estimate of source bytes per token, to plan shards before tokenizing."""
+
+MANIFEST = "manifest.json"
+MANIFEST_VERSION = 1
+
+
+# --------------------------------------------------------------------------------------
+# loading without paging the whole file in
+# --------------------------------------------------------------------------------------
+
+
+def file_crc(path: str | os.PathLike[str], offset: int, chunk: int = 1 << 24) -> int:
+    """CRC32 of the file from ``offset`` to its end, read with plain reads: the pages go
+    through the page cache but never into this process's resident set (a CRC over the
+    memory map would make the whole file resident)."""
+    crc = 0
+    with open(path, "rb", buffering=0) as fh:
+        fh.seek(offset)
+        while True:
+            block = fh.read(chunk)
+            if not block:
+                break
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+def load_store(path: str | os.PathLike[str], fingerprint: str | None = None, *, verify: bool = True) -> TokenDatastore:
+    """Memory-map a saved store, checking the tokenizer and (``verify``) the CRC32 with
+    :func:`file_crc`, so that loading a large store does not grow the RSS by its size.
+    Raises :class:`DatastoreError` for a missing, foreign, truncated or corrupt file."""
+    if not Path(path).is_file():
+        raise DatastoreError(f"{path}: no such datastore")
+    header, offset = TokenDatastore.read_header(path)
+    if fingerprint is not None and header.get("fingerprint") != fingerprint:
+        raise DatastoreError(f"{path}: built for tokenizer {header.get('fingerprint') or '?'}, expected {fingerprint}")
+    store = TokenDatastore.load(path, expected_fingerprint=fingerprint, verify=False)  # size and layout checked here
+    if verify:
+        try:
+            crc = file_crc(path, offset)
+        except OSError as exc:
+            raise DatastoreError(f"{path}: cannot read datastore: {exc}") from exc
+        if crc != header.get("crc32"):
+            raise DatastoreError(f"{path}: checksum mismatch: the datastore is corrupt; rebuild it")
+    return store
+
+
+# --------------------------------------------------------------------------------------
+# provenance
+# --------------------------------------------------------------------------------------
+
+
+def package_table(store: TokenDatastore) -> list[dict[str, Any]]:
+    """``meta["packages"]`` of a store (empty when it has none)."""
+    table = store.meta.get("packages") if isinstance(store.meta, dict) else None
+    return table if isinstance(table, list) else []
+
+
+def _doc_bounds(store: TokenDatastore) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    table = package_table(store)
+    starts = np.asarray([int(p.get("first_doc", 0)) for p in table], dtype=np.int64)
+    return starts, table
+
+
+def origins(store: TokenDatastore, positions: np.ndarray) -> Counter:
+    """Counter of ``(package, version, file)`` of the documents holding ``positions``
+    (token positions of ``store``); ``("?", "", "")`` where the store has no table."""
+    out: Counter = Counter()
+    if positions.size == 0:
+        return out
+    docs = store.doc_of(np.asarray(positions, dtype=np.int64))
+    starts, table = _doc_bounds(store)
+    if not table:
+        out[("?", "", "")] += int(positions.size)
+        return out
+    which = np.searchsorted(starts, docs, side="right") - 1
+    for k, d in zip(which.tolist(), docs.tolist()):
+        if k < 0:
+            out[("?", "", "")] += 1
+            continue
+        p = table[k]
+        files = p.get("files") or []
+        i = d - int(p.get("first_doc", 0))
+        out[(str(p.get("name")), str(p.get("version", "")), files[i] if 0 <= i < len(files) else "")] += 1
+    return out
+
+
+def pattern_origins(stores: Sequence[TokenDatastore], pattern: Sequence[int]) -> Counter:
+    """Where ``pattern`` (token ids) occurs, by (package, version, file), over stores."""
+    out: Counter = Counter()
+    for s in stores:
+        if s.sa.size == 0:
+            continue
+        lo, hi = s.find_range(list(pattern))
+        if hi > lo:
+            out.update(origins(s, np.asarray(s.sa[lo:hi], dtype=np.int64)))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# building a store from packages
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class PackageDocs:
+    """A package's tokenized documents, ready for a store."""
+
+    name: str
+    version: str
+    files: list[str]
+    docs: list[np.ndarray]
+
+    @property
+    def tokens(self) -> int:
+        return int(sum(d.size for d in self.docs))
+
+
+def tokenize_packages(
+    tokenizer: Any,
+    packages: Sequence[Any],
+    *,
+    progress: Callable[..., None] | None = None,
+    cancel: threading.Event | None = None,
+    on_package: Callable[[str], None] | None = None,
+) -> Iterator[PackageDocs]:
+    """Read and tokenize packages (:class:`indexer.deps.PackageSource`) in large batches
+    across package boundaries; yields each package's documents in order once done.
+    ``on_package(key)`` is called for every package tokenized (a counter for tests)."""
+    from indexer.deps import read_package
+    from indexer.tokenizing import BATCH_CHARS, encode
+
+    done_files = 0
+    total_files = sum(len(p.files) for p in packages)
+    tokens = 0
+    pending: list[PackageDocs] = []
+    batch: list[tuple[PackageDocs, str]] = []
+    chars = 0
+
+    def flush() -> None:
+        nonlocal batch, chars, tokens
+        if batch:
+            ids = encode(tokenizer, [t for _, t in batch])
+            for (pd, _), arr in zip(batch, ids):
+                pd.docs.append(arr)
+                tokens += int(arr.size)
+        batch, chars = [], 0
+
+    for pkg in packages:
+        if cancel is not None and cancel.is_set():
+            raise FastCoderError("cancelled")
+        texts = read_package(pkg)
+        pd = PackageDocs(pkg.name, pkg.version, [rel for rel, _ in texts], [])
+        if on_package is not None:
+            on_package(pkg.key)
+        for _, text in texts:
+            batch.append((pd, text))
+            chars += len(text)
+            if chars >= BATCH_CHARS:
+                flush()
+        done_files += len(pkg.files)
+        pending.append(pd)
+        if chars == 0:  # everything so far is encoded
+            yield from pending
+            pending = []
+        if progress is not None:
+            progress(done_files, total_files, extra=f"{pkg.name} {pkg.version} | {tokens:,} tokens")
+    flush()
+    yield from pending
+    if progress is not None:
+        progress(total_files, total_files, extra=f"{tokens:,} tokens")
+
+
+def build_from_docs(
+    parts: Sequence[PackageDocs], *, fingerprint: str, meta: dict[str, Any] | None = None
+) -> TokenDatastore:
+    """One store over the packages' documents, with the provenance table in meta."""
+    table = []
+    docs: list[np.ndarray] = []
+    for p in parts:
+        table.append({"name": p.name, "version": p.version, "first_doc": len(docs), "n_docs": len(p.docs),
+                      "tokens": p.tokens, "files": list(p.files)})
+        docs.extend(p.docs)
+    m = dict(meta or {})
+    m["packages"] = table
+    return TokenDatastore.build(docs, fingerprint=fingerprint, meta=m)
+
+
+def package_docs(store: TokenDatastore, key: str) -> PackageDocs | None:
+    """A package's documents copied out of a store (by normalized name), or None."""
+    from indexer.deps import normalize
+
+    for p in package_table(store):
+        if normalize(str(p.get("name", ""))) == key:
+            first, n = int(p["first_doc"]), int(p["n_docs"])
+            docs = [np.array(store.doc_tokens(d), dtype=np.int32) for d in range(first, first + n)]
+            return PackageDocs(str(p["name"]), str(p.get("version", "")), list(p.get("files") or [""] * n), docs)
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# the sharded store
+# --------------------------------------------------------------------------------------
+
+
+class ShardedStore:
+    """Several token stores searched as one (see the module doc).
+
+    Parameters:
+        shards: the stores.
+        parallel: search the shards' longest matches in a thread pool of this many
+            workers (0: sequentially, with the pruning described above). The search is
+            Python code under the GIL, so threads rarely pay; measured in
+            ``indexer/scale_bench.py``.
+    """
+
+    def __init__(self, shards: Sequence[TokenDatastore], parallel: int = 0) -> None:
+        self.shards = sorted((s for s in shards if s is not None), key=lambda s: -int(s.tokens.size))
+        self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="fc-shards") if parallel > 0 and len(self.shards) > 1 else None
+
+    @property
+    def n_tokens(self) -> int:
+        return int(sum(s.n_tokens for s in self.shards))
+
+    @property
+    def n_docs(self) -> int:
+        return int(sum(s.n_docs for s in self.shards))
+
+    @property
+    def file_bytes(self) -> int:
+        return int(sum(s.tokens.nbytes + s.sa.nbytes + s.doc_starts.nbytes for s in self.shards))
+
+    def packages(self) -> dict[str, str]:
+        """{package name: version} over all shards."""
+        out: dict[str, str] = {}
+        for s in self.shards:
+            for p in package_table(s):
+                out[str(p.get("name"))] = str(p.get("version", ""))
+        return dict(sorted(out.items()))
+
+    def origins_of(self, pattern: Sequence[int]) -> Counter:
+        """(package, version, file) counts of the occurrences of ``pattern``."""
+        return pattern_origins(self.shards, pattern)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+
+    @staticmethod
+    def _reaches(store: TokenDatastore, ctx: list[int], at_least: int, n_min: int) -> tuple[int, np.ndarray]:
+        """Longest suffix length >= ``at_least`` of ``ctx`` occurring in ``store`` and
+        its positions; (0, empty) when it does not reach ``at_least``."""
+        empty = np.zeros(0, dtype=np.int64)
+        lo_n = max(at_least, n_min)
+        hi_n = len(ctx)
+        if lo_n > hi_n or store.sa.size == 0:
+            return 0, empty
+        lo, hi = store.find_range(ctx[-lo_n:])
+        if hi <= lo:
+            return 0, empty
+        best_len, best_pos = lo_n, np.asarray(store.sa[lo:hi], dtype=np.int64)
+        lo_n += 1
+        while lo_n <= hi_n:
+            n = (lo_n + hi_n) // 2
+            lo, hi = store.find_range(ctx[-n:])
+            if hi > lo:
+                best_len, best_pos = n, np.asarray(store.sa[lo:hi], dtype=np.int64)
+                lo_n = n + 1
+            else:
+                hi_n = n - 1
+        return best_len, best_pos
+
+    def retrieve(
+        self,
+        context: Sequence[int],
+        *,
+        n_max: int = 16,
+        n_min: int = 2,
+        max_nodes: int = 64,
+        max_depth: int = 16,
+    ) -> Retrieval:
+        """Longest-suffix match over all shards and its heaviest continuations, with
+        exact counts (identical to one store built over every shard's documents)."""
+        ctx = [int(t) for t in list(context)[-n_max:]]
+        if not self.shards or len(ctx) < n_min:
+            return Retrieval()
+        found: list[tuple[TokenDatastore, int, np.ndarray]] = []
+        if self._pool is not None:
+            futures = [self._pool.submit(s.longest_match, ctx, n_max, n_min) for s in self.shards]
+            for s, f in zip(self.shards, futures):
+                m, pos = f.result()
+                if m:
+                    found.append((s, m, pos))
+        else:
+            best = n_min
+            for s in self.shards:
+                m, pos = self._reaches(s, ctx, best, n_min)
+                if m:
+                    found.append((s, m, pos))
+                    best = max(best, m)
+        if not found:
+            return Retrieval()
+        best = max(m for _, m, _ in found)
+        hits = [(s, pos + best) for s, m, pos in found if m == best]
+        nodes = union_continuations(hits, max_nodes=max_nodes, max_depth=max_depth)
+        return Retrieval(match_len=best, nodes=nodes, total=int(sum(p.size for _, p in hits)))
+
+
+# --------------------------------------------------------------------------------------
+# a folder of shards, updated incrementally
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class ShardReport:
+    """What :meth:`ShardSet.update` did. ``tokenized``: packages (normalized names)
+    read and tokenized; ``reused``: packages copied out of an old shard; ``corrupt``:
+    shard files that failed their checks."""
+
+    kept_shards: int = 0
+    rebuilt_shards: int = 0
+    tokenized: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    corrupt: list[str] = field(default_factory=list)
+    tokenize_s: float = 0.0
+    sort_s: float = 0.0
+
+
+class ShardSet:
+    """The shards of one package collection in ``directory`` (see the module doc).
+
+    Parameters:
+        directory: the folder (created on the first update).
+        fingerprint: the tokenizer fingerprint every shard must carry.
+        kind: ``meta["kind"]`` of the shards (``deps`` for D_d).
+        info: extra meta written into the manifest and every shard (the environment).
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], fingerprint: str, *, kind: str = "deps",
+                 info: dict[str, Any] | None = None) -> None:
+        self.directory = Path(directory)
+        self.fingerprint = fingerprint
+        self.kind = kind
+        self.info = dict(info or {})
+
+    # ------------------------------------------------------------------ manifest
+    def read_manifest(self) -> list[dict[str, Any]]:
+        """The manifest's shard entries; empty when missing, unreadable or foreign."""
+        try:
+            data = json.loads((self.directory / MANIFEST).read_text())
+            if data.get("version") != MANIFEST_VERSION or data.get("fingerprint") != self.fingerprint:
+                return []
+            shards = data["shards"]
+            return [s for s in shards if isinstance(s.get("file"), str) and isinstance(s.get("packages"), dict)]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return []
+
+    def _write_manifest(self, entries: list[dict[str, Any]]) -> None:
+        data = {"version": MANIFEST_VERSION, "fingerprint": self.fingerprint, "kind": self.kind, "info": self.info,
+                "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "shards": entries}
+        fd, tmp = tempfile.mkstemp(prefix=".manifest.", suffix=".tmp", dir=self.directory)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(data, fh, indent=1)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.directory / MANIFEST)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def load(self, *, verify: bool = True) -> ShardedStore:
+        """The shards of the manifest as a ShardedStore. Raises DatastoreError when a
+        shard is missing or corrupt (``update`` rebuilds it)."""
+        stores = []
+        for entry in self.read_manifest():
+            stores.append(load_store(self.directory / entry["file"], self.fingerprint, verify=verify))
+        return ShardedStore(stores)
+
+    # ------------------------------------------------------------------ update
+    def update(
+        self,
+        tokenizer: Any,
+        packages: Sequence[Any],
+        *,
+        target_tokens: int = TARGET_TOKENS,
+        progress: Callable[..., None] | None = None,
+        cancel: threading.Event | None = None,
+        prune: bool = True,
+    ) -> tuple[ShardedStore, ShardReport]:
+        """Bring the shards in line with ``packages`` (:class:`indexer.deps.PackageSource`,
+        compared by normalized name and version) and return them as a ShardedStore.
+        ``prune=False`` keeps the packages of old shards that ``packages`` does not name
+        (a token cache shared by several package lists); a package named with another
+        version is always replaced.
+
+        The caller holds the folder's lock (:func:`indexer.persist.dir_lock`).
+        """
+        report = ShardReport()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        wanted = {p.key: p for p in packages}
+        # key -> (name, version) of every package the result holds: the wanted ones,
+        # and (prune=False) the ones of old shards nobody asked about
+        versions: dict[str, tuple[str, str]] = {k: (p.name, str(p.version)) for k, p in wanted.items()}
+        old = self.read_manifest()
+        kept: list[tuple[dict[str, Any], TokenDatastore]] = []
+        reuse_from: dict[str, Path] = {}
+        reuse_tokens: dict[str, int] = {}
+        present: set[str] = set()
+
+        def release(entry: dict[str, Any], keys: Iterable[str]) -> None:
+            path = self.directory / entry["file"]
+            tokens = entry.get("package_tokens") or {}
+            for k in keys:
+                reuse_from[k] = path
+                reuse_tokens[k] = int(tokens.get(k, 0))
+
+        for entry in old:
+            pk = entry["packages"]
+            present.update(pk)
+            path = self.directory / entry["file"]
+            same = {k for k, nv in pk.items() if k in wanted and versions[k][1] == str(nv[1])}
+            extra = {k for k in pk if k not in wanted}
+            if not prune:
+                for k in extra:
+                    versions.setdefault(k, (str(pk[k][0]), str(pk[k][1])))
+            if len(same) == len(pk) or (not prune and len(same) + len(extra) == len(pk)):
+                try:
+                    kept.append((entry, load_store(path, self.fingerprint)))
+                    continue
+                except DatastoreError as exc:
+                    log.warning("shard %s is unusable (%s); rebuilding it", path.name, exc)
+                    report.corrupt.append(entry["file"])
+                    if not prune:
+                        for k in extra:
+                            versions.pop(k, None)  # no source to rebuild it from
+                    continue
+            release(entry, same | (extra if not prune else set()))
+        report.removed = sorted(present - set(versions))
+        # consolidate: small kept shards join the rebuild when there is one anyway
+        covered = {k for entry, _ in kept for k in entry["packages"]}
+        pending_keys = [k for k in sorted(versions) if k not in covered]
+        if pending_keys:
+            small = [(e, st) for e, st in kept if int(e.get("tokens", 0)) < target_tokens // 4]
+            if len(small) > 1:
+                for e, st in small:
+                    kept.remove((e, st))
+                    release(e, e["packages"])
+                covered = {k for entry, _ in kept for k in entry["packages"]}
+                pending_keys = [k for k in sorted(versions) if k not in covered]
+        report.kept_shards = len(kept)
+
+        def estimate(k: str) -> int:
+            if reuse_tokens.get(k) or k not in wanted:
+                return reuse_tokens.get(k, 0)
+            return int(wanted[k].source_bytes() / BYTES_PER_TOKEN)
+
+        bins: list[list[str]] = []
+        current: list[str] = []
+        size = 0
+        for k in pending_keys:
+            est = estimate(k)
+            if est >= target_tokens:
+                bins.append([k])
+                continue
+            if current and size + est > target_tokens:
+                bins.append(current)
+                current, size = [], 0
+            current.append(k)
+            size += est
+        if current:
+            bins.append(current)
+
+        old_stores: dict[Path, TokenDatastore | None] = {}
+
+        def reused(k: str) -> PackageDocs | None:
+            path = reuse_from.get(k)
+            if path is None:
+                return None
+            if path not in old_stores:
+                try:
+                    old_stores[path] = load_store(path, self.fingerprint)
+                except DatastoreError as exc:
+                    log.warning("D_d shard %s is unusable (%s); its packages are tokenized again", path.name, exc)
+                    report.corrupt.append(path.name)
+                    old_stores[path] = None
+            store = old_stores[path]
+            pd = package_docs(store, k) if store is not None else None
+            if pd is not None and str(pd.version) != versions[k][1]:
+                return None
+            return pd
+
+        new_entries: list[tuple[dict[str, Any], TokenDatastore]] = []
+        total_files = sum(len(wanted[k].files) for b in bins for k in b if k in wanted)
+        files_before = 0
+        for b in bins:
+            if cancel is not None and cancel.is_set():
+                raise FastCoderError("cancelled")
+            parts: dict[str, PackageDocs] = {}
+            to_tokenize = []
+            for k in b:
+                pd = reused(k)
+                if pd is not None:
+                    parts[k] = pd
+                    report.reused.append(k)
+                elif k in wanted:
+                    to_tokenize.append(wanted[k])
+                else:
+                    log.warning("%s %s: its old shard is unusable and it is not asked for; dropped", *versions[k])
+            t0 = time.perf_counter()
+            base = files_before
+
+            def prog(done: int, total: int | None = None, extra: str = "") -> None:
+                if progress is not None:
+                    progress(base + done, total_files, extra=extra)
+
+            for pd in tokenize_packages(tokenizer, to_tokenize, progress=prog, cancel=cancel,
+                                        on_package=report.tokenized.append):
+                from indexer.deps import normalize
+
+                parts[normalize(pd.name)] = pd
+            files_before += sum(len(wanted[k].files) for k in b if k in wanted)
+            report.tokenize_s += time.perf_counter() - t0
+            b = [k for k in b if k in parts]
+            if not b:
+                continue
+            ordered = [parts[k] for k in b]
+            t1 = time.perf_counter()
+            meta = {"kind": self.kind, **self.info, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            store = build_from_docs(ordered, fingerprint=self.fingerprint, meta=meta)
+            digest = hashlib.sha256(json.dumps([[k, versions[k][1]] for k in b]).encode()).hexdigest()[:16]
+            name = f"shard-{digest}.fcds"
+            store.save(self.directory / name)
+            report.sort_s += time.perf_counter() - t1
+            entry = {"file": name, "packages": {k: [versions[k][0], versions[k][1]] for k in b},
+                     "tokens": store.n_tokens, "docs": store.n_docs,
+                     "package_tokens": {k: parts[k].tokens for k in b}}
+            new_entries.append((entry, load_store(self.directory / name, self.fingerprint, verify=False)))
+            report.rebuilt_shards += 1
+        entries = [e for e, _ in kept] + [e for e, _ in new_entries]
+        if new_entries or len(entries) != len(old) or report.corrupt:
+            self._write_manifest(entries)
+        live = {e["file"] for e in entries}
+        for p in self.directory.glob("shard-*.fcds"):
+            if p.name not in live:
+                try:
+                    p.unlink()
+                except OSError as exc:
+                    log.info("cannot remove the old shard %s: %s", p, exc)
+        return ShardedStore([s for _, s in kept] + [s for _, s in new_entries]), report
