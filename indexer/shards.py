@@ -267,10 +267,19 @@ class ShardedStore:
             workers (0: sequentially, with the pruning described above). The search is
             Python code under the GIL, so threads rarely pay; measured in
             ``indexer/scale_bench.py``.
+        max_positions: when the longest match occurs more often than this (a short,
+            common suffix such as ``self.``), the continuations are counted on an evenly
+            strided sample of that many occurrences of the suffix-array range (every
+            k-th, in sorted order, so every continuation is represented in proportion)
+            and the counts scaled by k. ``total`` stays exact. 0: always exact. Exact
+            counting gathers one token per occurrence per trie level, which at 100M
+            tokens means millions of random reads for the commonest suffixes (tens of
+            milliseconds); the sample bounds it.
     """
 
-    def __init__(self, shards: Sequence[TokenDatastore], parallel: int = 0) -> None:
+    def __init__(self, shards: Sequence[TokenDatastore], parallel: int = 0, max_positions: int = 0) -> None:
         self.shards = sorted((s for s in shards if s is not None), key=lambda s: -int(s.tokens.size))
+        self.max_positions = int(max_positions)
         self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="fc-shards") if parallel > 0 and len(self.shards) > 1 else None
 
     @property
@@ -302,28 +311,28 @@ class ShardedStore:
             self._pool.shutdown(wait=False)
 
     @staticmethod
-    def _reaches(store: TokenDatastore, ctx: list[int], at_least: int, n_min: int) -> tuple[int, np.ndarray]:
-        """Longest suffix length >= ``at_least`` of ``ctx`` occurring in ``store`` and
-        its positions; (0, empty) when it does not reach ``at_least``."""
-        empty = np.zeros(0, dtype=np.int64)
+    def _reaches(store: TokenDatastore, ctx: list[int], at_least: int, n_min: int) -> tuple[int, int, int]:
+        """(length, lo, hi): the longest suffix length >= ``at_least`` of ``ctx`` that
+        occurs in ``store`` and its suffix-array range; (0, 0, 0) when it does not reach
+        ``at_least``. Only ranges are computed: no positions are copied."""
         lo_n = max(at_least, n_min)
         hi_n = len(ctx)
         if lo_n > hi_n or store.sa.size == 0:
-            return 0, empty
+            return 0, 0, 0
         lo, hi = store.find_range(ctx[-lo_n:])
         if hi <= lo:
-            return 0, empty
-        best_len, best_pos = lo_n, np.asarray(store.sa[lo:hi], dtype=np.int64)
+            return 0, 0, 0
+        best = (lo_n, lo, hi)
         lo_n += 1
         while lo_n <= hi_n:
             n = (lo_n + hi_n) // 2
             lo, hi = store.find_range(ctx[-n:])
             if hi > lo:
-                best_len, best_pos = n, np.asarray(store.sa[lo:hi], dtype=np.int64)
+                best = (n, lo, hi)
                 lo_n = n + 1
             else:
                 hi_n = n - 1
-        return best_len, best_pos
+        return best
 
     def retrieve(
         self,
@@ -335,30 +344,36 @@ class ShardedStore:
         max_depth: int = 16,
     ) -> Retrieval:
         """Longest-suffix match over all shards and its heaviest continuations, with
-        exact counts (identical to one store built over every shard's documents)."""
+        exact counts (identical to one store built over every shard's documents) unless
+        ``max_positions`` caps them."""
         ctx = [int(t) for t in list(context)[-n_max:]]
         if not self.shards or len(ctx) < n_min:
             return Retrieval()
-        found: list[tuple[TokenDatastore, int, np.ndarray]] = []
+        found: list[tuple[TokenDatastore, int, int, int]] = []
         if self._pool is not None:
-            futures = [self._pool.submit(s.longest_match, ctx, n_max, n_min) for s in self.shards]
+            futures = [self._pool.submit(self._reaches, s, ctx, n_min, n_min) for s in self.shards]
             for s, f in zip(self.shards, futures):
-                m, pos = f.result()
+                m, lo, hi = f.result()
                 if m:
-                    found.append((s, m, pos))
+                    found.append((s, m, lo, hi))
         else:
             best = n_min
             for s in self.shards:
-                m, pos = self._reaches(s, ctx, best, n_min)
+                m, lo, hi = self._reaches(s, ctx, best, n_min)
                 if m:
-                    found.append((s, m, pos))
+                    found.append((s, m, lo, hi))
                     best = max(best, m)
         if not found:
             return Retrieval()
-        best = max(m for _, m, _ in found)
-        hits = [(s, pos + best) for s, m, pos in found if m == best]
+        best = max(m for _, m, _, _ in found)
+        ranges = [(s, lo, hi) for s, m, lo, hi in found if m == best]
+        total = int(sum(hi - lo for _, lo, hi in ranges))
+        stride = -(-total // self.max_positions) if self.max_positions and total > self.max_positions else 1
+        hits = [(s, np.asarray(s.sa[lo:hi:stride], dtype=np.int64) + best) for s, lo, hi in ranges]
         nodes = union_continuations(hits, max_nodes=max_nodes, max_depth=max_depth)
-        return Retrieval(match_len=best, nodes=nodes, total=int(sum(p.size for _, p in hits)))
+        if stride > 1:
+            nodes = [(path, count * stride) for path, count in nodes]
+        return Retrieval(match_len=best, nodes=nodes, total=total)
 
 
 # --------------------------------------------------------------------------------------
