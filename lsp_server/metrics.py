@@ -1,0 +1,126 @@
+"""Counters reported by the ``fastcoder.stats`` command."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastcoder.stats import GenStats
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    idx = min(len(s) - 1, max(0, round(q * (len(s) - 1))))
+    return s[idx]
+
+
+@dataclass
+class MethodCounters:
+    generations: int = 0
+    new_tokens: int = 0
+    forward_steps: int = 0
+    draft_tokens: int = 0
+    accepted_draft_tokens: int = 0
+    prompt_tokens: int = 0
+    prefill_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    stop_reasons: dict[str, int] = field(default_factory=dict)
+
+    def add(self, st: GenStats) -> None:
+        self.generations += 1
+        self.new_tokens += st.new_tokens
+        self.forward_steps += st.forward_steps
+        self.draft_tokens += st.draft_tokens
+        self.accepted_draft_tokens += sum(st.accept_lengths)
+        self.prompt_tokens += st.prompt_tokens
+        self.prefill_tokens += st.prefill_tokens
+        self.prefill_s += st.prefill_s
+        self.decode_s += st.decode_s
+        self.stop_reasons[st.stop_reason or "?"] = self.stop_reasons.get(st.stop_reason or "?", 0) + 1
+
+    def to_json(self) -> dict[str, Any]:
+        decoded = max(self.new_tokens - self.generations, 0)  # first token comes from the prefill
+        return {
+            "generations": self.generations,
+            "newTokens": self.new_tokens,
+            "forwardSteps": self.forward_steps,
+            "draftTokens": self.draft_tokens,
+            "acceptedDraftTokens": self.accepted_draft_tokens,
+            "meanAcceptLength": (decoded / self.forward_steps) if self.forward_steps else None,
+            "msPerToken": (1000.0 * self.decode_s / decoded) if decoded else None,
+            "promptTokens": self.prompt_tokens,
+            "prefillTokens": self.prefill_tokens,
+            "prefillSaving": (1.0 - self.prefill_tokens / self.prompt_tokens) if self.prompt_tokens else None,
+            "prefillMs": 1000.0 * self.prefill_s,
+            "decodeMs": 1000.0 * self.decode_s,
+            "stopReasons": dict(self.stop_reasons),
+        }
+
+
+class ServerMetrics:
+    """Thread-safe counters: requests by kind and outcome, engine work by method."""
+
+    def __init__(self, keep_latencies: int = 500) -> None:
+        self._lock = threading.Lock()
+        self.requests: dict[str, int] = {}
+        self.outcomes: dict[str, int] = {}
+        self.methods: dict[str, MethodCounters] = {}
+        self.latencies: deque[float] = deque(maxlen=keep_latencies)
+        self.last: dict[str, Any] | None = None
+
+    def request(self, kind: str) -> None:
+        with self._lock:
+            self.requests[kind] = self.requests.get(kind, 0) + 1
+
+    def outcome(self, name: str) -> None:
+        with self._lock:
+            self.outcomes[name] = self.outcomes.get(name, 0) + 1
+
+    def latency(self, seconds: float) -> None:
+        with self._lock:
+            self.latencies.append(seconds)
+
+    def generation(self, st: GenStats, kind: str) -> None:
+        with self._lock:
+            self.methods.setdefault(st.method or "?", MethodCounters()).add(st)
+            self.last = {
+                "kind": kind,
+                "method": st.method,
+                "promptTokens": st.prompt_tokens,
+                "prefillTokens": st.prefill_tokens,
+                "newTokens": st.new_tokens,
+                "forwardSteps": st.forward_steps,
+                "meanAcceptLength": st.mean_accept_len,
+                "prefillMs": 1000.0 * st.prefill_s,
+                "totalMs": 1000.0 * st.total_s,
+                "stopReason": st.stop_reason,
+                "acceptedBySource": dict(st.accepted_by_source),
+            }
+
+    def to_json(self) -> dict[str, Any]:
+        with self._lock:
+            total = MethodCounters()
+            for m in self.methods.values():
+                for name in ("generations", "new_tokens", "forward_steps", "draft_tokens", "accepted_draft_tokens",
+                             "prompt_tokens", "prefill_tokens", "prefill_s", "decode_s"):  # fmt: skip
+                    setattr(total, name, getattr(total, name) + getattr(m, name))
+                for k, v in m.stop_reasons.items():
+                    total.stop_reasons[k] = total.stop_reasons.get(k, 0) + v
+            lat = list(self.latencies)
+            return {
+                "requests": dict(self.requests),
+                "outcomes": dict(self.outcomes),
+                "methods": {k: v.to_json() for k, v in self.methods.items()},
+                "total": total.to_json(),
+                "latencyMs": {
+                    "count": len(lat),
+                    "p50": None if not lat else 1000.0 * _percentile(lat, 0.5),
+                    "p95": None if not lat else 1000.0 * _percentile(lat, 0.95),
+                },
+                "last": self.last,
+            }

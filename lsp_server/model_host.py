@@ -1,0 +1,142 @@
+"""The model and the one thread that runs it.
+
+The model is not thread-safe, so every use of it (loading, generations of every
+request kind) runs on one single-thread executor, in submission order. Loading
+happens there too, in the background: ``initialize`` answers at once, and requests
+that arrive while the model loads find ``ready`` false and get an empty answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable
+
+from fastcoder.engine import Engine
+
+log = logging.getLogger(__name__)
+
+StatusFn = Callable[[str, str], None]
+
+
+class ModelHost:
+    def __init__(self, on_status: StatusFn, on_loaded: Callable[[Any], None]) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fastcoder-model")
+        self._on_status = on_status
+        self._on_loaded = on_loaded
+        self._load_seq = 0
+        self.state = "idle"  # idle | loading | ready | error
+        self.message = "no model loaded yet"
+        self.loaded: Any = None  # fastcoder.models.LoadedModel
+        self.engine: Engine | None = None
+        self.generation = 0  # bumped at every successful load
+        self.load_s: float | None = None
+        self.busy: tuple[str, float] | None = None  # the job running in the model thread
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready" and self.engine is not None
+
+    # ------------------------------------------------------------------ loading
+    def load(self, spec: str, dtype: str, device: str) -> Future:
+        """Load ``spec`` in the model thread (after whatever runs there now). A newer
+        load request makes an older queued one a no-op."""
+        self._load_seq += 1
+        seq = self._load_seq
+        self.state = "loading"
+        self.message = f"loading {spec} ({dtype}, {device})"
+        self._on_status("loading", self.message)
+        return self._executor.submit(self._load, seq, spec, dtype, device)
+
+    def _load(self, seq: int, spec: str, dtype: str, device: str) -> None:
+        if seq != self._load_seq:
+            return
+        from fastcoder.models import load_model
+
+        t0 = time.perf_counter()
+        old = self.engine
+        self.engine = None
+        self.loaded = None
+        if old is not None:
+            old.close()
+        try:
+            loaded = load_model(spec, dtype=dtype, device=device, progress=False)
+            engine = Engine.from_loaded(loaded)
+            self._on_status("loading", f"measuring verification cost of {spec}")
+            engine.cost_curve()  # measured once per model/device/dtype, then cached on disk
+            _warm_up(engine)
+        except Exception as exc:  # a missing model, no network, bad dtype, ...
+            log.exception("loading %s failed", spec)
+            if seq == self._load_seq:
+                self.state = "error"
+                self.message = f"could not load model {spec}: {exc}"
+                self._on_status("error", self.message)
+            return
+        if seq != self._load_seq:  # superseded while loading
+            engine.close()
+            return
+        self.loaded, self.engine = loaded, engine
+        self.generation += 1
+        self.load_s = time.perf_counter() - t0
+        self.state = "ready"
+        dtype_name = str(loaded.dtype).removeprefix("torch.")
+        self.message = f"{spec} on {loaded.device} ({dtype_name}), loaded in {self.load_s:.1f} s"
+        log.info("model ready: %s", self.message)
+        self._on_loaded(loaded)
+
+    # ------------------------------------------------------------------ running
+    def submit(self, fn: Callable[..., Any], *args: Any, label: str = "") -> "asyncio.Future[Any]":
+        """Run ``fn(*args)`` in the model thread; an awaitable for its result.
+        ``label`` names the job in :meth:`describe` while it runs."""
+        return asyncio.wrap_future(self._executor.submit(self._labelled, label or getattr(fn, "__name__", "job"), fn, *args))
+
+    def _labelled(self, label: str, fn: Callable[..., Any], *args: Any) -> Any:
+        self.busy = (label, time.monotonic())
+        try:
+            return fn(*args)
+        finally:
+            self.busy = None
+
+    async def run(self, fn: Callable[..., Any], cancel: threading.Event, label: str = "") -> Any:
+        """Await ``fn()`` in the model thread. When the awaiting task is cancelled
+        (``$/cancelRequest``), ``cancel`` is set so the engine stops within one
+        forward pass (or the job is skipped if it has not started), and the
+        cancellation propagates (pygls then answers RequestCancelled)."""
+        fut = self.submit(fn, label=label)
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            cancel.set()
+            raise
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"state": self.state, "message": self.message}
+        busy = self.busy
+        out["busy"] = None if busy is None else {"task": busy[0], "seconds": time.monotonic() - busy[1]}
+        if self.loaded is not None:
+            out.update(
+                name=self.loaded.name,
+                path=str(self.loaded.path),
+                device=str(self.loaded.device),
+                dtype=str(self.loaded.dtype).removeprefix("torch."),
+                fim=self.loaded.fim is not None,
+                loadSeconds=self.load_s,
+            )
+        return out
+
+    def close(self) -> None:
+        self._load_seq += 1
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self.engine is not None:
+            self.engine.close()
+
+
+def _warm_up(engine: Engine) -> None:
+    """One tiny generation so the first real request does not pay for lazy init."""
+    from fastcoder.config import DecodeConfig
+
+    ids = engine.encode("def hello():\n    return")[:16] or [0]
+    engine.generate(ids, DecodeConfig(method="ar", max_new_tokens=2))

@@ -1,0 +1,138 @@
+"""Post-processing of a generated completion before it is shown.
+
+* never repeat the text right of the cursor or the lines below it:
+  - ``line`` mode: an ending that equals the start of the rest of the line is trimmed
+    (``foo(a, b)`` + ``)`` right of the cursor gives ``a, b``);
+  - ``block`` mode: generated lines that repeat the lines below the cursor are dropped;
+* trailing whitespace and trailing blank lines go; indentation follows the document's
+  style (tabs or spaces);
+* a whitespace-only suggestion becomes nothing (empty string).
+"""
+
+from __future__ import annotations
+
+from lsp_server.prompt import CursorContext
+from lsp_server.stops import TAB_WIDTH, indent_width
+
+CLOSERS = set(")]}>\"'`;:,")
+
+
+def trim_overlap(text: str, rest: str) -> str:
+    """Drop an ending of ``text`` that repeats the start of ``rest`` (the text right of
+    the cursor on its line).
+
+    The whole rest (ignoring surrounding whitespace) is always trimmed; a shorter
+    overlap only when it is made of closing characters (brackets, quotes, ``:;,``), so
+    that ``x = 1`` before ``1 + y`` keeps its ``1``.
+    """
+    rest = rest.strip()
+    if not rest or not text:
+        return text
+    body = text.rstrip()
+    if body.endswith(rest):
+        return body[: len(body) - len(rest)]
+    for k in range(min(len(body), len(rest)), 0, -1):
+        piece = rest[:k]
+        if body.endswith(piece) and all(c in CLOSERS for c in piece):
+            return body[: len(body) - k]
+    return text
+
+
+def drop_repeated_lines(text: str, following: list[str]) -> str:
+    """Cut ``text`` before the first of its lines (after the first) from which the
+    rest of it repeats the document lines below the cursor (blank lines skipped;
+    the last generated line may be a cut-off start of the document line)."""
+    doc = [ln.rstrip("\r").rstrip() for ln in following if ln.strip()]
+    if not doc:
+        return text
+    lines = text.split("\n")
+    for i in range(1, len(lines)):
+        gen = [ln.rstrip() for ln in lines[i:] if ln.strip()]
+        if not gen:
+            break
+        if len(gen) > len(doc):
+            continue
+        head, last = gen[:-1], gen[-1]
+        if head == doc[: len(head)] and doc[len(head)].startswith(last) and last.strip():
+            return "\n".join(lines[:i])
+    return text
+
+
+def document_indent_unit(text: str) -> str:
+    """``"\\t"`` when the document indents with tabs, else ``" " * n`` (its smallest step, 4 by default)."""
+    tabs = spaces = 0
+    steps: dict[int, int] = {}
+    prev = 0
+    for line in text.split("\n")[:2000]:
+        if not line.strip():
+            continue
+        if line.startswith("\t"):
+            tabs += 1
+        elif line.startswith(" "):
+            spaces += 1
+        width = len(line) - len(line.lstrip(" "))
+        if width > prev and not line.startswith("\t"):
+            steps[width - prev] = steps.get(width - prev, 0) + 1
+        prev = width
+    if tabs > spaces:
+        return "\t"
+    if steps:
+        common = max(steps.items(), key=lambda kv: (kv[1], -kv[0]))[0]
+        if common in (2, 3, 4, 8):
+            return " " * common
+    return " " * TAB_WIDTH
+
+
+def reindent(text: str, unit: str, first_line_is_continuation: bool = True) -> str:
+    """Rewrite leading indentation in the document's style (only lines after the
+    first when the first continues a line that already has its indentation)."""
+    lines = text.split("\n")
+    out = []
+    for i, line in enumerate(lines):
+        if (i == 0 and first_line_is_continuation) or not line.strip():
+            out.append(line)
+            continue
+        ws = line[: len(line) - len(line.lstrip(" \t"))]
+        if unit == "\t" and " " in ws:
+            width = indent_width(ws)
+            new_ws = "\t" * (width // TAB_WIDTH) + " " * (width % TAB_WIDTH)
+        elif unit != "\t" and "\t" in ws:
+            new_ws = unit * (indent_width(ws) // TAB_WIDTH) + " " * (indent_width(ws) % TAB_WIDTH)
+        else:
+            new_ws = ws
+        out.append(new_ws + line[len(ws):])
+    return "\n".join(out)
+
+
+def finalize(text: str, ctx: CursorContext, *, indent_unit: str | None = None, keep_whitespace: bool = False) -> str:
+    """The suggestion to show for generated ``text`` at ``ctx`` ("" for none)."""
+    raw = text = text.replace("\r\n", "\n")
+    if ctx.mode == "line":
+        nl = text.find("\n")
+        if nl >= 0:
+            text = text[:nl]
+        rest = ctx.line_suffix
+        trimmed = trim_overlap(text.rstrip(), rest)
+        if trimmed != text.rstrip() or not rest or rest[:1].isspace() or rest[:1] in CLOSERS:
+            text = trimmed.rstrip()
+        # else ("return |x"): keep a trailing space, it separates the suggestion from "x"
+    else:
+        lines = [ln.rstrip() for ln in text.split("\n")]
+        while len(lines) > 1 and not lines[-1].strip():
+            lines.pop()
+        text = "\n".join(lines)
+        text = drop_repeated_lines(text, ctx.following_lines)
+        if ctx.at_indentation:
+            nxt = next((ln for ln in ctx.following_lines if ln.strip()), None)
+            if nxt is not None and text.strip() == nxt.strip() and "\n" not in text.strip():
+                text = ""  # the suggestion is the next line again
+        text = text.rstrip()
+        if indent_unit is not None:
+            text = reindent(text, indent_unit)
+    if not text.strip():
+        if not keep_whitespace:
+            return ""
+        text = raw  # debug: show what the model wrote, whitespace and all
+    if "\r\n" in ctx.prefix[-2000:] or "\r\n" in ctx.suffix[:2000]:
+        text = text.replace("\n", "\r\n")
+    return text

@@ -1,0 +1,601 @@
+"""The FastCoder language server: every feature registration, top to bottom.
+
+    lifecycle        initialize (settings, capabilities) -> initialized (load the model in
+                     the background) -> shutdown / exit
+    documents        didOpen / didChange / didClose: per-document sessions, buffers to the index
+    configuration    workspace/didChangeConfiguration (settings.fastcoder)
+    completion       textDocument/inlineCompletion, textDocument/completion
+    code actions     textDocument/codeAction + codeAction/resolve: "Generate function body"
+    commands         fastcoder.stats, fastcoder.rebuildIndex, fastcoder.editSelection
+    status           fastcoder/status notifications and $/progress while indexing
+
+Threads: pygls runs handlers on its asyncio loop; the model runs on one thread of its
+own (:class:`lsp_server.model_host.ModelHost`); the workspace index builds on another.
+Everything that reaches the client from another thread goes through
+:meth:`FastCoderServer.call_soon` onto the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from lsprotocol import types
+from lsprotocol.converters import get_converter
+from pygls.exceptions import FeatureNotificationError, JsonRpcException, JsonRpcInternalError
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.uris import to_fs_path
+
+from fastcoder import __version__ as _fastcoder_version
+from fastcoder.stats import GenStats
+from lsp_server import actions, edit
+from lsp_server.complete import Completer, Outcome
+from lsp_server.documents import BadRequest, offset_at, open_document, position_at, range_offsets
+from lsp_server.metrics import ServerMetrics
+from lsp_server.model_host import ModelHost
+from lsp_server.postprocess import document_indent_unit, reindent
+from lsp_server.prompt import CursorContext, build_prompt, encode
+from lsp_server.sessions import SessionRegistry
+from lsp_server.settings import ServerSettings, SettingsError
+from lsp_server.stops import make_stop_fn
+from lsp_server.workspace import IndexUnavailable, WorkspaceIndex
+
+log = logging.getLogger(__name__)
+
+STATUS = "fastcoder/status"
+CMD_EDIT = "fastcoder.editSelection"
+CMD_REBUILD = "fastcoder.rebuildIndex"
+CMD_STATS = "fastcoder.stats"
+REQUEST_FAILED = types.LSPErrorCodes.RequestFailed.value
+_WORD_BEFORE = re.compile(r"[A-Za-z_0-9]*$")
+
+
+class RequestFailed(JsonRpcException):
+    """The request was understood but could not be done (LSP RequestFailed)."""
+
+    CODE = REQUEST_FAILED
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message=message, code=REQUEST_FAILED)
+
+
+class FastCoderProtocol(LanguageServerProtocol):
+    """pygls' protocol, plus: a request whose params do not fit the LSP types still
+    gets an answer (InvalidParams with the reason) instead of silence."""
+
+    def structure_message(self, data: dict[str, Any]):
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if isinstance(data, dict) and "id" in data and "method" in data:
+                cause = exc.__cause__
+                detail = str(cause) if cause is not None else exc.message
+                try:
+                    import cattrs
+
+                    if cause is not None:
+                        detail = "; ".join(cattrs.transform_error(cause))
+                except Exception:
+                    pass
+                self._send_response(
+                    data["id"],
+                    error=types.ResponseError(code=exc.code, message=f"invalid {data['method']} request: {detail}"),
+                )
+            raise
+
+
+class FastCoderServer(LanguageServer):
+    def __init__(self, settings: ServerSettings) -> None:
+        super().__init__(
+            "fastcoder",
+            _fastcoder_version,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            protocol_cls=FastCoderProtocol,
+        )
+        self.settings = settings
+        self.registry = SessionRegistry()  # the one registry of per-document state
+        self.metrics = ServerMetrics()
+        self.host = ModelHost(on_status=self._model_status, on_loaded=self._model_loaded)
+        self.index: WorkspaceIndex | None = None
+        self.completer = Completer(self.host, self.registry, self.metrics, lambda: self.settings, lambda: self.index)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.roots: list[Path] = []
+        self.started = time.monotonic()
+        self._status: tuple[str, str] = ("loading", "starting")
+        self._progress_chain: asyncio.Future | None = None
+        self._progress_token: str | None = None
+        self._progress_n = 0
+        self._buffer_timers: dict[str, asyncio.TimerHandle] = {}
+
+    # ------------------------------------------------------------------ plumbing
+    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on the server's loop (from any thread)."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            fn(*args)
+        else:
+            loop.call_soon_threadsafe(fn, *args)
+
+    def status(self, state: str, message: str) -> None:
+        """Send ``fastcoder/status`` (thread-safe)."""
+        self._status = (state, message)
+        self.call_soon(self.protocol.notify, STATUS, {"state": state, "message": message})
+
+    def overall_status(self) -> tuple[str, str]:
+        if self.host.state in ("loading", "idle"):
+            return "loading", self.host.message
+        if self.host.state == "error":
+            return "error", self.host.message
+        if self.index is not None and self.index.state == "indexing":
+            return "indexing", "indexing the workspace"
+        extra = f"; {self.index.summary()}" if self.index is not None else ""
+        return "ready", self.host.message + extra
+
+    def _model_status(self, state: str, message: str) -> None:
+        self.status(state, message)
+
+    def _model_loaded(self, loaded: Any) -> None:
+        """Model thread -> loop: sessions start again; the index is opened for this tokenizer."""
+        self.call_soon(self._after_load, loaded)
+
+    def _after_load(self, loaded: Any) -> None:
+        self.registry.reset_all(self.settings.engine)
+        self.open_index(loaded.tokenizer)
+        self.status(*self.overall_status())
+
+    def open_index(self, tokenizer: Any, force: bool = False) -> None:
+        """(Re)open D_r / D_c for ``tokenizer`` unless the current index already fits."""
+        old = self.index
+        if old is not None and old.tokenizer is tokenizer and not force:
+            return
+        if old is not None:
+            threading.Thread(target=old.close, name="fastcoder-index-close", daemon=True).start()
+        s = self.settings
+        self.index = WorkspaceIndex(
+            tokenizer, self.roots, self._index_progress, self._index_status,
+            use_common=s.common_index, use_workspace=s.workspace_index,
+        )  # fmt: skip
+        self.index.start()
+        for doc in list(self.workspace.text_documents.values()):
+            self._schedule_buffer(doc.uri, 0.0)
+
+    def _index_status(self, state: str, message: str) -> None:
+        self.call_soon(lambda: self.status(*self.overall_status()))
+
+    def _index_progress(self, kind: str, percentage: int | None, message: str) -> None:
+        self.call_soon(self._progress_event, kind, percentage, message)
+
+    def _progress_event(self, kind: str, percentage: int | None, message: str) -> None:
+        """$/progress while indexing (tokens created first when the client supports it);
+        events are chained so begin/report/end arrive in order."""
+        if kind == "begin":
+            self.status("indexing", message)
+        elif kind == "end":
+            self.status(*self.overall_status())
+        prev = self._progress_chain
+        self._progress_chain = asyncio.ensure_future(self._send_progress(prev, kind, percentage, message))
+
+    async def _send_progress(self, prev: asyncio.Future | None, kind: str, pct: int | None, message: str) -> None:
+        if prev is not None:
+            await asyncio.gather(prev, return_exceptions=True)
+        caps = self.client_capabilities
+        if not (caps and caps.window and caps.window.work_done_progress):
+            return
+        try:
+            if kind == "begin":
+                self._progress_n += 1
+                token = f"fastcoder-index-{self._progress_n}"
+                await self.work_done_progress.create_async(token)
+                self._progress_token = token
+                self.work_done_progress.begin(
+                    token, types.WorkDoneProgressBegin(title="FastCoder", message=message, percentage=0, cancellable=False)
+                )
+            elif self._progress_token is not None:
+                if kind == "report":
+                    self.work_done_progress.report(
+                        self._progress_token, types.WorkDoneProgressReport(message=message or None, percentage=pct)
+                    )
+                else:
+                    self.work_done_progress.end(self._progress_token, types.WorkDoneProgressEnd(message=message))
+                    self._progress_token = None
+        except Exception as exc:  # a client that refuses the token: status notifications still work
+            log.info("$/progress not sent: %s", exc)
+
+    def _schedule_buffer(self, uri: str, delay: float = 0.3) -> None:
+        """Give the index the text of an open buffer, at most every ``delay`` seconds."""
+        if self.loop is None:
+            return
+        old = self._buffer_timers.pop(uri, None)
+        if old is not None:
+            old.cancel()
+        self._buffer_timers[uri] = self.loop.call_later(delay, self._flush_buffer, uri)
+
+    def _flush_buffer(self, uri: str) -> None:
+        self._buffer_timers.pop(uri, None)
+        doc = self.workspace.text_documents.get(uri)
+        if doc is None or self.index is None or self.index.workspace is None:
+            return
+        self.index.update_buffer(to_fs_path(uri) or uri, doc.source)  # cheap: the indexer queues it
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        log.error("server error (%s): %s", getattr(source, "__name__", source), error)
+        if source is FeatureNotificationError:
+            super().report_server_error(error, source)
+
+    # ------------------------------------------------------------------ completion
+    async def complete_at(self, uri: str, position: types.Position, kind: str) -> tuple[Outcome, Any]:
+        self.metrics.request(kind)
+        doc = open_document(self.workspace, uri)
+        offset = offset_at(doc, position)
+        state = self.registry.get(doc.uri) or self.registry.open(doc.uri, self.settings.engine)
+        source = doc.source
+        outcome = await self.completer.complete(state, doc.version, CursorContext(source[:offset], source[offset:]))
+        if outcome.reason == "loading":
+            self.status(*self.overall_status())
+        return outcome, doc
+
+    # ------------------------------------------------------------------ generation helpers
+    def require_model(self) -> None:
+        if not self.host.ready:
+            state, message = self.overall_status()
+            raise RequestFailed(f"the model is not ready ({state}: {message})")
+
+    def stats_json(self) -> dict[str, Any]:
+        out = self.metrics.to_json()
+        out.update(
+            server={"version": _fastcoder_version, "uptimeSeconds": time.monotonic() - self.started,
+                    "openDocuments": len(self.registry), "status": dict(zip(("state", "message"), self.overall_status()))},
+            model=self.host.describe(),
+            index=self.index.stats() if self.index is not None else {"state": "not started"},
+            settings=self.settings.to_json(),
+        )  # fmt: skip
+        return json.loads(json.dumps(out, default=str))
+
+
+def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Request handlers: expected errors pass as they are (BadRequest -> InvalidParams,
+    RequestFailed); anything else is logged and answered as an InternalError with a
+    clear message. The server never dies because of one request."""
+
+    def convert(exc: Exception) -> Exception:
+        if isinstance(exc, JsonRpcException):
+            return exc
+        log.exception("%s failed", fn.__name__)
+        return JsonRpcInternalError(message=f"fastcoder: {fn.__name__} failed: {type(exc).__name__}: {exc}")
+
+    if asyncio.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                raise convert(exc) from exc
+
+        return async_wrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            raise convert(exc) from exc
+
+    return wrapper
+
+
+def _quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Notification handlers: log failures, never raise."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception:
+            log.exception("%s failed", fn.__name__)
+
+    return wrapper
+
+
+def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
+    server = FastCoderServer(settings or ServerSettings())
+    conv = get_converter()
+
+    # ========================================================================= lifecycle
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: FastCoderServer, params: types.InitializeParams) -> None:
+        ls.loop = asyncio.get_running_loop()
+        try:
+            ls.settings = ls.settings.merged(params.initialization_options)
+        except SettingsError as exc:
+            log.error("initializationOptions: %s (using defaults)", exc)
+            ls.call_soon(ls.window_show_message, types.ShowMessageParams(types.MessageType.Error, f"FastCoder: {exc}"))
+        folders = [f.uri for f in (params.workspace_folders or [])] or ([params.root_uri] if params.root_uri else [])
+        ls.roots = [Path(p) for p in (to_fs_path(u) for u in folders) if p]
+
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: FastCoderServer, params: types.InitializedParams) -> None:
+        s = ls.settings
+        ls.host.load(s.model, s.dtype, s.device)
+
+    @server.feature(types.SHUTDOWN)
+    async def shutdown(ls: FastCoderServer, params: None) -> None:
+        ls.registry.cancel_all()
+        ls.host.close()
+        if ls.index is not None:  # stop watching, save the index (bounded wait)
+            try:
+                await asyncio.wait_for(asyncio.to_thread(ls.index.close), timeout=10.0)
+            except (asyncio.TimeoutError, Exception) as exc:
+                log.warning("closing the index: %r", exc)
+
+    # ========================================================================= documents
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    @_quiet
+    def did_open(ls: FastCoderServer, params: types.DidOpenTextDocumentParams) -> None:
+        doc = ls.workspace.get_text_document(params.text_document.uri)
+        ls.registry.open(doc.uri, ls.settings.engine)
+        ls._schedule_buffer(doc.uri, 0.0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    @_quiet
+    def did_change(ls: FastCoderServer, params: types.DidChangeTextDocumentParams) -> None:
+        doc = ls.workspace.get_text_document(params.text_document.uri)
+        state = ls.registry.get(doc.uri)
+        if state is not None and state.inflight is not None:
+            # the text moved on: a generation for the old text is wasted work
+            state.inflight.superseded = True
+            state.inflight.cancel.set()
+        ls._schedule_buffer(doc.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    @_quiet
+    def did_close(ls: FastCoderServer, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        ls.registry.close(uri)
+        timer = ls._buffer_timers.pop(uri, None)
+        if timer is not None:
+            timer.cancel()
+        if ls.index is not None:
+            ls.index.close_buffer(to_fs_path(uri) or uri)
+
+    # ========================================================================= configuration
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    @_quiet
+    def did_change_configuration(ls: FastCoderServer, params: types.DidChangeConfigurationParams) -> None:
+        data = params.settings
+        if isinstance(data, dict) and isinstance(data.get("fastcoder"), dict):
+            data = data["fastcoder"]
+        if not isinstance(data, dict) or not data:
+            return
+        try:
+            new = ls.settings.merged(data)
+        except SettingsError as exc:
+            ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"FastCoder settings: {exc}"))
+            return
+        old, ls.settings = ls.settings, new
+        log.info("settings changed")
+        if new.needs_reload(old):
+            ls.registry.cancel_all()
+            ls.host.load(new.model, new.dtype, new.device)
+        elif new.needs_reindex(old) and ls.host.loaded is not None:
+            ls.open_index(ls.host.loaded.tokenizer, force=True)
+
+    # ========================================================================= completion
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    @_guard
+    async def inline_completion(ls: FastCoderServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
+        outcome, _doc = await ls.complete_at(params.text_document.uri, params.position, "inline")
+        if not outcome.text:
+            return types.InlineCompletionList(items=[])
+        here = types.Range(start=params.position, end=params.position)
+        return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=outcome.text, range=here)])
+
+    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
+    @_guard
+    async def completion(ls: FastCoderServer, params: types.CompletionParams) -> types.CompletionList:
+        outcome, doc = await ls.complete_at(params.text_document.uri, params.position, "completion")
+        # incomplete: the suggestion depends on the exact cursor, so ask again as the user types
+        if not outcome.text:
+            return types.CompletionList(is_incomplete=True, items=[])
+        text = outcome.text
+        label = next((ln.strip() for ln in text.split("\n") if ln.strip()), text.strip())
+        source = doc.source
+        offset = offset_at(doc, params.position)
+        word_prefix = _WORD_BEFORE.search(source, max(0, offset - 200), offset).group(0)
+        item = types.CompletionItem(
+            label=label if len(label) <= 80 else label[:77] + "...",
+            kind=types.CompletionItemKind.Snippet,
+            detail="FastCoder",
+            documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=f"```\n{text}\n```") if "\n" in text else None,
+            text_edit=types.TextEdit(range=types.Range(start=params.position, end=params.position), new_text=text),
+            insert_text_format=types.InsertTextFormat.PlainText,
+            filter_text=word_prefix,
+            sort_text="0",
+            preselect=True,
+        )
+        return types.CompletionList(is_incomplete=True, items=[item])
+
+    # ========================================================================= code actions
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.RefactorRewrite], resolve_provider=True),
+    )
+    @_guard
+    def code_action(ls: FastCoderServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        """Cheap: finds a stub function at the cursor; the model runs at resolve."""
+        ls.metrics.request("codeAction")
+        doc = open_document(ls.workspace, params.text_document.uri)
+        offset_at(doc, params.range.start)  # validates the position
+        if params.context.only and not any(
+            actions.KIND.startswith(k) or k.startswith("refactor") for k in params.context.only
+        ):
+            return []
+        stub = actions.find_stub(doc.source, params.range.start.line, doc.language_id)
+        if stub is None:
+            return []
+        data = {"uri": doc.uri, "version": doc.version, "defLine": stub.def_line, "name": stub.name}
+        return [types.CodeAction(title=actions.TITLE, kind=actions.KIND, data=data)]
+
+    @server.feature(types.CODE_ACTION_RESOLVE)
+    @_guard
+    async def resolve_code_action(ls: FastCoderServer, action: types.CodeAction) -> types.CodeAction:
+        ls.metrics.request("codeActionResolve")
+        data = action.data if isinstance(action.data, dict) else {}
+        uri, def_line = data.get("uri"), data.get("defLine")
+        if not isinstance(uri, str) or not isinstance(def_line, int):
+            raise BadRequest("this code action has no FastCoder data (uri, defLine); ask for code actions again")
+        doc = open_document(ls.workspace, uri)
+        text, version = doc.source, doc.version
+        stub = actions.find_stub(text, def_line, doc.language_id)
+        if stub is None or stub.def_line != def_line:
+            raise RequestFailed(f"no stub function at line {def_line + 1} any more; ask for code actions again")
+        ls.require_model()
+        settings = ls.settings
+        prefix, suffix = actions.body_prompt_context(text, stub)
+        ctx = CursorContext(prefix, suffix)
+        cancel = threading.Event()
+
+        def work() -> tuple[str, GenStats | None]:
+            engine, loaded = ls.host.engine, ls.host.loaded
+            if engine is None or loaded is None:
+                return "", None
+            prompt = build_prompt(engine.tokenizer, loaded.fim, ctx, settings.max_prompt_tokens,
+                                  suffix_share=settings.suffix_share if loaded.fim else 0.0)  # fmt: skip
+            from fastcoder.session import Session
+
+            gen = engine.generate(
+                prompt.ids,
+                settings.decode_config(max_new_tokens=settings.max_body_tokens, time_budget_s=None),
+                session=Session(settings.engine),
+                sources=ls.index.sources() if ls.index is not None else None,
+                stop_fn=make_stop_fn("block", ctx.line_prefix, ctx.following_lines),
+                cancel=cancel,
+            )
+            ls.metrics.generation(gen.stats, "body")
+            if gen.cancelled:
+                return "", gen.stats
+            truncated = gen.stats.stop_reason in ("max_new_tokens", "time_budget")
+            body = reindent(gen.text, document_indent_unit(text))
+            return actions.finish_body(body, stub, truncated), gen.stats
+
+        replacement, _stats = await ls.host.run(work, cancel, label=f"body {uri}")
+        if not replacement:
+            raise RequestFailed(f"the model proposed no body for {stub.name}()")
+        if doc.version != version:
+            raise RequestFailed("the document changed while the body was generated; try again")
+        rng = types.Range(start=position_at(doc, stub.start), end=position_at(doc, stub.end))
+        action.edit = _workspace_edit(ls, doc.uri, doc.version, [types.TextEdit(range=rng, new_text=replacement)])
+        return action
+
+    # ========================================================================= commands
+
+    @server.command(CMD_STATS)
+    @_guard
+    def stats_command(ls: FastCoderServer, *args: Any) -> dict[str, Any]:
+        return ls.stats_json()
+
+    @server.command(CMD_REBUILD)
+    @_guard
+    async def rebuild_index(ls: FastCoderServer, *args: Any) -> dict[str, Any]:
+        if ls.index is None:
+            raise RequestFailed("the workspace index starts once the model is loaded; try again then")
+        try:
+            stats = await asyncio.to_thread(ls.index.rebuild)
+        except IndexUnavailable as exc:
+            raise RequestFailed(str(exc)) from exc
+        return json.loads(json.dumps(stats, default=str))
+
+    @server.command(CMD_EDIT)
+    @_guard
+    async def edit_selection(ls: FastCoderServer, *args: Any) -> dict[str, Any]:
+        ls.metrics.request("editSelection")
+        arg = args[0] if args else None
+        if not isinstance(arg, dict):
+            raise BadRequest("fastcoder.editSelection takes one argument: {uri, range, instruction}")
+        instruction = arg.get("instruction")
+        if not isinstance(instruction, str) or not instruction.strip():
+            raise BadRequest("fastcoder.editSelection: instruction must be a non-empty string")
+        try:
+            rng = conv.structure(arg.get("range"), types.Range)
+        except Exception as exc:
+            raise BadRequest(f"fastcoder.editSelection: range is not an LSP range: {exc}") from exc
+        doc = open_document(ls.workspace, arg.get("uri", ""))
+        start, end = range_offsets(doc, rng)
+        text, version = doc.source, doc.version
+        code = text[start:end]
+        if not code.strip():
+            raise BadRequest("fastcoder.editSelection: the selection is empty")
+        ls.require_model()
+        settings = ls.settings
+        cancel = threading.Event()
+
+        def work() -> str:
+            engine = ls.host.engine
+            if engine is None:
+                return ""
+            tok = engine.tokenizer
+            prompt_text, _fence = edit.build_edit_prompt(tok, instruction, code, doc.language_id)
+            prompt_ids = tok(prompt_text, add_special_tokens=False)["input_ids"]
+            reference = encode(tok, code.rstrip("\n") + "\n```")
+            from fastcoder.session import Session
+
+            gen = engine.generate(
+                prompt_ids,
+                settings.decode_config(method="reuse", max_new_tokens=min(4096, 2 * len(reference) + 128), time_budget_s=None),
+                session=Session(settings.engine),
+                reference=reference,
+                stop_fn=edit.edit_stop_fn,
+                cancel=cancel,
+            )
+            ls.metrics.generation(gen.stats, "edit")
+            return "" if gen.cancelled else edit.finish_edit(gen.text, code)
+
+        new_code = await ls.host.run(work, cancel, label=f"edit {doc.uri}")
+        if not new_code.strip():
+            raise RequestFailed("the model proposed no edit")
+        if doc.version != version:
+            raise RequestFailed("the document changed while the edit was generated; try again")
+        rng = types.Range(start=position_at(doc, start), end=position_at(doc, end))
+        wedit = _workspace_edit(ls, doc.uri, doc.version, [types.TextEdit(range=rng, new_text=new_code)])
+        applied = False
+        try:
+            result = await ls.workspace_apply_edit_async(
+                types.ApplyWorkspaceEditParams(edit=wedit, label="FastCoder: edit selection")
+            )
+            applied = bool(getattr(result, "applied", False))
+        except Exception as exc:  # a client without workspace/applyEdit: it still gets the edit
+            log.info("workspace/applyEdit failed: %s", exc)
+        return {"edit": conv.unstructure(wedit), "applied": applied}
+
+    return server
+
+
+def _workspace_edit(ls: FastCoderServer, uri: str, version: int | None, edits: list[types.TextEdit]) -> types.WorkspaceEdit:
+    """A versioned edit when the client supports documentChanges, else plain changes."""
+    caps = ls.client_capabilities
+    versioned = bool(caps and caps.workspace and caps.workspace.workspace_edit and caps.workspace.workspace_edit.document_changes)
+    if versioned:
+        ident = types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version)
+        return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=ident, edits=edits)])
+    return types.WorkspaceEdit(changes={uri: edits})

@@ -1,0 +1,177 @@
+"""Server configuration: one :class:`ServerSettings` object.
+
+Where values come from, later ones winning:
+
+1. the defaults below;
+2. ``fastcoder serve`` command-line options (``--model``, ``--dtype``, ``--device``, ``--method``);
+3. ``initializationOptions`` of the ``initialize`` request (camelCase keys);
+4. ``workspace/didChangeConfiguration`` with ``{"settings": {"fastcoder": {...}}}``.
+
+Keys (camelCase on the wire):
+
+================== ============================ =====================================================
+key                default                      meaning
+================== ============================ =====================================================
+model              ``qwen2.5-coder-0.5b``       builtin name, local HF folder, .gguf file or hub id
+dtype              ``auto``                     auto, float32, bfloat16
+device             ``auto``                     auto, cpu, cuda, cuda:N
+method             ``fastcoder``                ar, pld, rest, fastcoder, reuse (the drafter)
+maxNewTokens       128                          cap on tokens of one completion
+timeBudgetMs       2000                         stop a completion after this long (null/0: no limit)
+enabled            true                         false: every completion request answers empty
+pythonPath         ``""``                       interpreter the client started us with (informative)
+maxPromptTokens    2048                         context window given to the model
+suffixShare        0.25                         share of maxPromptTokens for the text after the cursor
+maxBodyTokens      256                          cap for "Generate function body"
+reuseSuggestions   true                         answer from the last suggestion when the user typed
+                                                exactly what it proposed (no model call)
+workspaceIndex     true                         use D_r, the index of the workspace folders
+commonIndex        true                         use D_c, the standard library (built once per tokenizer)
+engine             ``{}``                       any :class:`fastcoder.config.DecodeConfig` field
+keepWhitespace     false                        debug: return whitespace-only suggestions too
+================== ============================ =====================================================
+
+Changing ``model``, ``dtype`` or ``device`` reloads the model in the background; every
+other change applies to the next request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastcoder.config import METHODS, DecodeConfig
+from fastcoder.models import DEFAULT_MODEL
+
+log = logging.getLogger(__name__)
+
+RELOAD_KEYS = ("model", "dtype", "device")
+REINDEX_KEYS = ("workspace_index", "common_index")
+"""Settings whose change needs the model to be loaded again."""
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+
+class SettingsError(ValueError):
+    """A setting has a value that cannot be used; the message says which and why."""
+
+
+@dataclass
+class ServerSettings:
+    model: str = DEFAULT_MODEL
+    dtype: str = "auto"
+    device: str = "auto"
+    method: str = "fastcoder"
+    max_new_tokens: int = 128
+    time_budget_ms: int | None = 2000
+    enabled: bool = True
+    python_path: str = ""
+    max_prompt_tokens: int = 2048
+    suffix_share: float = 0.25
+    max_body_tokens: int = 256
+    reuse_suggestions: bool = True
+    workspace_index: bool = True
+    common_index: bool = True
+    keep_whitespace: bool = False
+    engine: DecodeConfig = field(default_factory=DecodeConfig)
+
+    # ------------------------------------------------------------------ building
+    def merged(self, data: dict[str, Any] | None) -> "ServerSettings":
+        """A copy with ``data`` (camelCase or snake_case keys) applied.
+
+        Unknown keys are ignored (logged); a bad value raises :class:`SettingsError`
+        and leaves nothing half-applied.
+        """
+        if not data:
+            return dataclasses.replace(self)
+        if not isinstance(data, dict):
+            raise SettingsError(f"settings must be a JSON object, not {type(data).__name__}")
+        names = {f.name for f in dataclasses.fields(self)}
+        changes: dict[str, Any] = {}
+        engine_data: dict[str, Any] | None = None
+        for key, value in data.items():
+            name = _snake(str(key))
+            if name == "engine":
+                if value is not None and not isinstance(value, dict):
+                    raise SettingsError("engine must be a JSON object of decoding options")
+                engine_data = value or {}
+            elif name in names:
+                changes[name] = value
+            else:
+                log.info("ignoring unknown setting %r", key)
+        new = dataclasses.replace(self, **changes)
+        if engine_data is not None:
+            try:
+                new.engine = DecodeConfig.from_dict({**dataclasses.asdict(self.engine), **engine_data})
+            except (TypeError, ValueError) as exc:
+                raise SettingsError(f"engine: {exc}") from exc
+        new._validate()
+        return new
+
+    def _validate(self) -> None:
+        def positive_int(name: str) -> None:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 1:
+                raise SettingsError(f"{name} must be a positive integer, got {value!r}")
+            setattr(self, name, int(value))
+
+        for name in ("model", "dtype", "device", "method"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise SettingsError(f"{name} must be a non-empty string, got {value!r}")
+            setattr(self, name, value.strip())
+        if self.method not in METHODS:
+            raise SettingsError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
+        positive_int("max_new_tokens")
+        positive_int("max_body_tokens")
+        positive_int("max_prompt_tokens")
+        if self.max_prompt_tokens < 16:
+            raise SettingsError("max_prompt_tokens must be at least 16")
+        if self.time_budget_ms is not None:
+            if isinstance(self.time_budget_ms, bool) or not isinstance(self.time_budget_ms, (int, float)):
+                raise SettingsError(f"time_budget_ms must be a number or null, got {self.time_budget_ms!r}")
+            if self.time_budget_ms <= 0:
+                self.time_budget_ms = None
+        if not isinstance(self.suffix_share, (int, float)) or not 0.0 <= self.suffix_share <= 0.9:
+            raise SettingsError(f"suffix_share must be between 0 and 0.9, got {self.suffix_share!r}")
+        for name in ("enabled", "reuse_suggestions", "workspace_index", "common_index", "keep_whitespace"):
+            if not isinstance(getattr(self, name), bool):
+                raise SettingsError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.python_path is None:
+            self.python_path = ""
+
+    # ------------------------------------------------------------------ using
+    def needs_reload(self, other: "ServerSettings") -> bool:
+        """Whether going from ``other`` to ``self`` needs the model loaded again."""
+        return any(getattr(self, k) != getattr(other, k) for k in RELOAD_KEYS)
+
+    def needs_reindex(self, other: "ServerSettings") -> bool:
+        return any(getattr(self, k) != getattr(other, k) for k in REINDEX_KEYS)
+
+    @property
+    def time_budget_s(self) -> float | None:
+        return None if self.time_budget_ms is None else self.time_budget_ms / 1000.0
+
+    def decode_config(self, *, max_new_tokens: int | None = None, time_budget_s: float | None = -1.0, method: str | None = None) -> DecodeConfig:
+        """The engine configuration for one request (the nested engine options plus
+        the request-level ones: method, token cap, time budget)."""
+        return self.engine.replace(
+            method=method or self.method,
+            max_new_tokens=max_new_tokens or self.max_new_tokens,
+            time_budget_s=self.time_budget_s if time_budget_s == -1.0 else time_budget_s,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, DecodeConfig):
+                value = {k: v for k, v in dataclasses.asdict(value).items() if k != "extra"}
+            camel = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), f.name)
+            out[camel] = value
+        return out

@@ -1,0 +1,487 @@
+"""End-to-end tests of the language server: the real server over real stdio (pytest-lsp).
+
+The model is the tiny random Qwen2-like model of ``tests/conftest.py`` (no downloads).
+Its output is garbage, so these tests assert protocol behaviour, not text quality.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+STATUS = "fastcoder/status"
+
+BODY = '''import os
+import sys
+
+
+def read_config(path):
+    """Read a configuration file and return its lines."""
+    with open(path) as fh:
+        return [line.strip() for line in fh]
+
+
+def total(values):
+    result = 0
+    for value in values:
+        result += value
+    return result
+
+
+def stub_one(a, b):
+    """Add a and b."""
+
+
+def stub_two(x):
+    pass
+
+
+def main():
+    config = read_config(sys.argv[1])
+    print(total(len(line) for line in config))
+'''
+
+
+def _find(text: str, needle: str) -> types.Position:
+    off = text.index(needle)
+    line = text.count("\n", 0, off)
+    col = off - (text.rfind("\n", 0, off) + 1)
+    return types.Position(line=line, character=col)
+
+
+def _end_of(text: str, needle: str) -> types.Position:
+    pos = _find(text, needle)
+    return types.Position(line=pos.line, character=pos.character + len(needle))
+
+
+def _capabilities() -> types.ClientCapabilities:
+    return types.ClientCapabilities(
+        window=types.WindowClientCapabilities(work_done_progress=True),
+        workspace=types.WorkspaceClientCapabilities(
+            workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=True),
+            apply_edit=True,
+        ),
+        text_document=types.TextDocumentClientCapabilities(
+            code_action=types.CodeActionClientCapabilities(
+                resolve_support=types.ClientCodeActionResolveOptions(properties=["edit"]),
+                data_support=True,
+            )
+        ),
+    )
+
+
+async def start_client(model_dir, workspace, options: dict[str, Any] | None = None) -> LanguageClient:
+    # FASTCODER_CACHE: the tests' isolated cache (tests/conftest.py), inherited
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    config = ClientServerConfig(
+        server_command=[sys.executable, "-m", "fastcoder.cli", "serve", "--model", str(model_dir),
+                        "--dtype", "float32", "--device", "cpu"],
+        server_env=env,
+    )  # fmt: skip
+    client = await config.start()
+    client.statuses = []  # type: ignore[attr-defined]
+    client.applied_edits = []  # type: ignore[attr-defined]
+
+    @client.feature(STATUS)
+    def on_status(params: Any) -> None:
+        state = params.get("state") if isinstance(params, dict) else getattr(params, "state", None)
+        message = params.get("message") if isinstance(params, dict) else getattr(params, "message", None)
+        client.statuses.append((state, message, time.monotonic()))  # type: ignore[attr-defined]
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def on_apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        client.applied_edits.append(params)  # type: ignore[attr-defined]
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    opts = {"model": str(model_dir), "dtype": "float32", "device": "cpu", "maxNewTokens": 16,
+            "timeBudgetMs": 0, "method": "fastcoder"}  # fmt: skip
+    opts.update(options or {})
+    client.init_result = await client.initialize_session(  # type: ignore[attr-defined]
+        types.InitializeParams(
+            capabilities=_capabilities(),
+            root_uri=workspace.as_uri(),
+            workspace_folders=[types.WorkspaceFolder(uri=workspace.as_uri(), name="ws")],
+            initialization_options=opts,
+        )
+    )
+    return client
+
+
+async def wait_ready(client: LanguageClient, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = [s for s, _, _ in client.statuses]  # type: ignore[attr-defined]
+        if "error" in states:
+            raise AssertionError(f"server reported an error: {client.statuses}")  # type: ignore[attr-defined]
+        if states and states[-1] == "ready":
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"server not ready after {timeout} s: {client.statuses}")  # type: ignore[attr-defined]
+
+
+def open_doc(client: LanguageClient, uri: str, text: str, language: str = "python", version: int = 1) -> None:
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id=language, version=version, text=text)
+        )
+    )
+
+
+def change_doc(client: LanguageClient, uri: str, version: int, pos: types.Position, text: str) -> None:
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=text)],
+        )
+    )
+
+
+async def stats(client: LanguageClient) -> dict[str, Any]:
+    return await client.workspace_execute_command_async(types.ExecuteCommandParams(command="fastcoder.stats"))
+
+
+# ------------------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    ws = tmp_path_factory.mktemp("ws")
+    (ws / "main.py").write_text(BODY)
+    return ws
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def client(tiny_model_dir, workspace):
+    client = await start_client(tiny_model_dir, workspace)
+    await wait_ready(client)
+    yield client
+    await client.shutdown_session()
+    await client.stop()
+
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+# ------------------------------------------------------------------------------ tests
+
+
+async def test_capabilities_are_advertised(client: LanguageClient):
+    caps = client.init_result.capabilities  # type: ignore[attr-defined]
+    assert caps.inline_completion_provider is not None
+    assert caps.completion_provider is not None
+    assert isinstance(caps.code_action_provider, types.CodeActionOptions)
+    assert caps.code_action_provider.resolve_provider is True
+    assert set(caps.execute_command_provider.commands) >= {
+        "fastcoder.editSelection",
+        "fastcoder.rebuildIndex",
+        "fastcoder.stats",
+    }
+    sync = caps.text_document_sync
+    assert isinstance(sync, types.TextDocumentSyncOptions)
+    assert sync.change == types.TextDocumentSyncKind.Incremental and sync.open_close
+    assert caps.workspace.workspace_folders.supported
+
+
+async def test_status_goes_from_loading_to_ready(client: LanguageClient):
+    states = [s for s, _, _ in client.statuses]  # type: ignore[attr-defined]
+    assert states[0] == "loading"
+    assert states[-1] == "ready"
+    assert "error" not in states
+
+
+async def test_inline_completion_and_completion_return_items(client: LanguageClient, workspace):
+    uri = (workspace / "main.py").as_uri()
+    text = BODY
+    open_doc(client, uri, text)
+    # type a new line in main(): the cursor ends a line, so a multi-line suggestion is asked
+    pos = _end_of(text, "    config = read_config(sys.argv[1])")
+    change_doc(client, uri, 2, pos, "\n    ")
+    cursor = types.Position(line=pos.line + 1, character=4)
+    inline = await client.text_document_inline_completion_async(
+        types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=cursor,
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked),
+        )
+    )
+    items = inline.items if isinstance(inline, types.InlineCompletionList) else inline
+    assert items and items[0].insert_text.strip()
+    assert items[0].range == types.Range(start=cursor, end=cursor)
+
+    result = await client.text_document_completion_async(
+        types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=cursor)
+    )
+    assert isinstance(result, types.CompletionList) and result.is_incomplete
+    assert len(result.items) == 1
+    item = result.items[0]
+    assert item.text_edit.range == types.Range(start=cursor, end=cursor)
+    assert item.text_edit.new_text.strip()
+    assert item.label == next(ln.strip() for ln in item.text_edit.new_text.split("\n") if ln.strip())[:80] or item.label.endswith("...")
+    assert item.insert_text_format == types.InsertTextFormat.PlainText
+
+
+def inline_params(uri: str, pos: types.Position) -> types.InlineCompletionParams:
+    return types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        position=pos,
+        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+    )
+
+
+async def configure(client: LanguageClient, **settings: Any) -> None:
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"fastcoder": settings}))
+    await stats(client)  # a round trip: the notification has been handled
+
+
+async def test_progress_reported_while_indexing(client: LanguageClient):
+    kinds = [type(v).__name__ for reports in client.progress_reports.values() for v in reports]
+    assert "WorkDoneProgressBegin" in kinds and "WorkDoneProgressEnd" in kinds
+    info = await stats(client)
+    assert info["index"]["state"] == "ready"
+    assert "D_r" in info["index"] and "D_c" in info["index"], info["index"]
+
+
+async def test_code_action_on_stub_function_resolves_to_an_edit(client: LanguageClient, workspace):
+    uri = (workspace / "stubs.py").as_uri()
+    open_doc(client, uri, BODY)
+    doc_id = types.TextDocumentIdentifier(uri=uri)
+    ctx = types.CodeActionContext(diagnostics=[])
+
+    async def actions_at(needle: str) -> list:
+        pos = _find(BODY, needle)
+        got = await client.text_document_code_action_async(
+            types.CodeActionParams(text_document=doc_id, range=types.Range(start=pos, end=pos), context=ctx)
+        )
+        return got or []
+
+    assert await actions_at("result = 0") == []  # a function with a real body
+    assert await actions_at("import sys") == []  # not in a function
+
+    offered = await actions_at("def stub_one")
+    assert len(offered) == 1 and "body" in offered[0].title.lower()
+    assert offered[0].edit is None  # listing is cheap: the model runs at resolve
+    resolved = await client.code_action_resolve_async(offered[0])
+    (change,) = resolved.edit.document_changes
+    assert change.text_document.uri == uri
+    (edit,) = change.edits
+    # only a docstring: the body is inserted right after it, on a new indented line
+    assert edit.range.start == edit.range.end == _end_of(BODY, '"""Add a and b."""')
+    assert edit.new_text.startswith("\n    ") and edit.new_text.strip()
+
+    offered = await actions_at("    pass")
+    assert len(offered) == 1
+    resolved = await client.code_action_resolve_async(offered[0])
+    (edit,) = resolved.edit.document_changes[0].edits
+    # `pass` is replaced, line and indentation included
+    start = _find(BODY, "    pass")
+    assert edit.range == types.Range(start=start, end=types.Position(line=start.line, character=8))
+    assert edit.new_text.startswith("    ") and edit.new_text.strip()
+
+
+async def test_cancel_request_answers_request_cancelled(client: LanguageClient, workspace):
+    uri, other = (workspace / "cancel.py").as_uri(), (workspace / "cancel2.py").as_uri()
+    # a cursor where the tiny model's (deterministic) output meets no stop rule for
+    # ~500 tokens (it ends with EOS; found by trying every line of BODY)
+    line = "def total(values):"
+    text = BODY.replace(line, line + "\n        ")
+    open_doc(client, uri, text)
+    open_doc(client, other, text)
+    pos = types.Position(line=_find(text, line).line + 1, character=8)
+
+    def send(method: str, params: Any, msg_id: str) -> asyncio.Future:
+        # pytest-lsp's send_request_async is a coroutine: it sends nothing until it runs
+        return asyncio.ensure_future(client.protocol.send_request_async(method, params, msg_id=msg_id))
+
+    await configure(client, maxNewTokens=4000, method="ar")  # a generation that runs for a while
+    try:
+        running = send(types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, pos), msg_id="cancel-running")
+        # wait until the model thread works on it (stats are answered meanwhile)
+        while not running.done():
+            busy = (await stats(client))["model"]["busy"]
+            if busy and busy["task"] == f"completion {uri}":
+                break
+        assert not running.done(), "the generation finished before it could be cancelled"
+        # a request queued behind the running generation (the model runs one at a time)
+        queued = send(types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(other, pos), msg_id="cancel-queued")
+        await asyncio.sleep(0.05)
+        t0 = time.monotonic()
+        client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="cancel-queued"))
+        with pytest.raises(JsonRpcException) as err:
+            await asyncio.wait_for(queued, 30)
+        assert err.value.code == types.LSPErrorCodes.RequestCancelled.value
+        assert time.monotonic() - t0 < 2.0
+
+        t0 = time.monotonic()
+        client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="cancel-running"))
+        with pytest.raises(JsonRpcException) as err:
+            await asyncio.wait_for(running, 30)
+        assert err.value.code == types.LSPErrorCodes.RequestCancelled.value
+        assert time.monotonic() - t0 < 2.0
+        # the engine itself stopped (within one forward pass), not just the answer
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            info = await stats(client)
+            if info["model"]["busy"] is None and info["last"]["stopReason"] == "cancelled":
+                break
+            await asyncio.sleep(0.05)
+        assert info["last"]["stopReason"] == "cancelled" and info["last"]["newTokens"] < 4000, info["last"]
+        assert info["outcomes"]["cancelled"] == 2
+    finally:
+        await configure(client, maxNewTokens=16, method="fastcoder")
+
+
+async def test_configuration_change_is_applied(client: LanguageClient, workspace):
+    uri = (workspace / "config.py").as_uri()
+    open_doc(client, uri, BODY)
+    await configure(client, maxNewTokens=3, reuseSuggestions=False)
+    try:
+        info = await stats(client)
+        assert info["settings"]["maxNewTokens"] == 3
+        pos = _end_of(BODY, "def main():")
+        await client.text_document_inline_completion_async(inline_params(uri, pos))
+        last = (await stats(client))["last"]
+        assert 1 <= last["newTokens"] <= 3
+    finally:
+        await configure(client, maxNewTokens=16, reuseSuggestions=True)
+    assert (await stats(client))["settings"]["maxNewTokens"] == 16
+
+
+async def test_bad_input_gets_an_error_and_the_server_keeps_working(client: LanguageClient, workspace):
+    uri = (workspace / "bad.py").as_uri()
+    open_doc(client, uri, BODY)
+    cases = [
+        ((workspace / "never-opened.py").as_uri(), types.Position(line=0, character=0), "not open"),
+        (uri, types.Position(line=9999, character=0), "outside the document"),
+        (uri, types.Position(line=0, character=500), "past the end of line"),
+    ]
+    for doc_uri, pos, message in cases:
+        with pytest.raises(JsonRpcException) as err:
+            await client.text_document_inline_completion_async(inline_params(doc_uri, pos))
+        assert err.value.code == types.ErrorCodes.InvalidParams.value
+        assert message in str(err.value)
+        with pytest.raises(JsonRpcException):
+            await client.text_document_completion_async(
+                types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=doc_uri), position=pos)
+            )
+    with pytest.raises(JsonRpcException) as err:
+        await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="fastcoder.editSelection", arguments=[{"uri": uri}])
+        )
+    assert err.value.code == types.ErrorCodes.InvalidParams.value
+    with pytest.raises(JsonRpcException) as err:
+        await client.code_action_resolve_async(types.CodeAction(title="x", data={"nothing": 1}))
+    assert err.value.code == types.ErrorCodes.InvalidParams.value
+
+    # params that do not even fit the LSP types still get an answer
+    from pygls.protocol.json_rpc import JsonRPCRequestMessage
+
+    raw = client.protocol._request_futures["raw-1"] = asyncio.get_running_loop().create_future()
+    client.protocol._send_data(JsonRPCRequestMessage(
+        id="raw-1", method=types.TEXT_DOCUMENT_INLINE_COMPLETION, jsonrpc="2.0",
+        params={"textDocument": {"uri": uri}, "position": {"line": -1, "character": "x"}, "context": {"triggerKind": 1}},
+    ))  # fmt: skip
+    with pytest.raises(JsonRpcException) as err:
+        await asyncio.wait_for(raw, 10)
+    assert err.value.code == types.ErrorCodes.InvalidParams.value
+
+    # and it still works
+    result = await client.text_document_inline_completion_async(inline_params(uri, _end_of(BODY, "def main():")))
+    assert isinstance(result, (types.InlineCompletionList, list))
+    assert (await stats(client))["requests"]["inline"] >= 1
+
+
+async def test_kv_prefix_reuse_after_a_one_character_edit(client: LanguageClient, workspace):
+    uri = (workspace / "kv.py").as_uri()
+    open_doc(client, uri, BODY)
+    pos = _end_of(BODY, "    print(total(len(line) for line in config))")
+    await client.text_document_inline_completion_async(inline_params(uri, pos))
+    first = (await stats(client))["last"]
+    result = await client.text_document_inline_completion_async(inline_params(uri, pos))
+    shown = result.items[0].insert_text if result.items else ""
+    char = "Z" if not shown.startswith("Z") else "Q"  # not what was suggested: the model must run
+    change_doc(client, uri, 2, pos, char)
+    after = types.Position(line=pos.line, character=pos.character + 1)
+    await client.text_document_inline_completion_async(inline_params(uri, after))
+    second = (await stats(client))["last"]
+    assert second is not first and second["promptTokens"] >= first["promptTokens"]
+    assert first["prefillTokens"] == first["promptTokens"]  # a new document: everything is prefilled
+    assert second["prefillTokens"] * 4 < first["prefillTokens"], (first, second)
+    total = (await stats(client))["total"]
+    assert total["prefillTokens"] < total["promptTokens"]
+
+
+async def test_edit_selection_returns_and_applies_an_edit(client: LanguageClient, workspace):
+    uri = (workspace / "edit.py").as_uri()
+    open_doc(client, uri, BODY)
+    start = _find(BODY, "def total(values):")
+    end = _end_of(BODY, "    return result")
+    rng = {"start": {"line": start.line, "character": 0}, "end": {"line": end.line, "character": end.character}}
+    result = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(
+            command="fastcoder.editSelection",
+            arguments=[{"uri": uri, "range": rng, "instruction": "Use the built-in sum()."}],
+        )
+    )
+    assert result["applied"] is True
+    (change,) = result["edit"]["documentChanges"]
+    (edit,) = change["edits"]
+    assert edit["range"] == rng and edit["newText"].strip()
+    assert "```" not in edit["newText"]
+    (applied,) = client.applied_edits  # type: ignore[attr-defined]
+    assert applied.edit.document_changes[0].edits[0].new_text == edit["newText"]
+    assert (await stats(client))["methods"]["reuse"]["generations"] >= 1
+
+
+async def test_stats_report_methods_and_prefill_saving(client: LanguageClient):
+    info = await stats(client)
+    assert info["model"]["state"] == "ready" and info["model"]["fim"] is True
+    assert info["total"]["generations"] >= 1
+    method = info["methods"]["fastcoder"]
+    assert method["meanAcceptLength"] is None or method["meanAcceptLength"] >= 1.0
+    assert 0.0 <= info["total"]["prefillSaving"] <= 1.0
+
+
+async def test_rebuild_index_command(client: LanguageClient):
+    result = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="fastcoder.rebuildIndex"))
+    assert result["state"] == "ready"
+    assert result["D_r"]["files"] >= 1  # main.py of the workspace folder
+
+
+async def test_before_the_model_is_ready_requests_get_empty_results_and_model_change_reloads(tiny_model_dir, tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    client = await start_client(tiny_model_dir, ws, {"commonIndex": False, "workspaceIndex": False})
+    try:
+        uri = (ws / "early.py").as_uri()
+        open_doc(client, uri, BODY)
+        pos = _end_of(BODY, "    config = read_config(sys.argv[1])")
+        early = await client.text_document_inline_completion_async(inline_params(uri, pos))
+        assert list(early.items) == []
+        assert (await stats(client))["model"]["state"] in ("loading", "idle")
+        await wait_ready(client)
+        states = [s for s, _, _ in client.statuses]  # type: ignore[attr-defined]
+        assert states[0] == "loading" and states[-1] == "ready"
+        info = await stats(client)
+        assert info["index"]["problems"]["D_r"].startswith("turned off")
+
+        # a model setting changes: the model is loaded again in the background
+        seen = len(client.statuses)  # type: ignore[attr-defined]
+        await configure(client, dtype="bfloat16")
+        await wait_ready(client)
+        later = [s for s, _, _ in client.statuses[seen:]]  # type: ignore[attr-defined]
+        assert "loading" in later and later[-1] == "ready"
+        assert (await stats(client))["model"]["dtype"] == "bfloat16"
+        result = await client.text_document_inline_completion_async(inline_params(uri, pos))
+        assert isinstance(result, types.InlineCompletionList)
+    finally:
+        await client.shutdown_session()
+        await client.stop()

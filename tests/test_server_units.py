@@ -1,0 +1,353 @@
+"""Unit tests of the server's plain functions: prompt building, stop rules,
+post-processing, stub detection, edit helpers, settings and positions."""
+
+from __future__ import annotations
+
+import pytest
+from lsprotocol import types
+from pygls.workspace import TextDocument
+
+from fastcoder.models import detect_fim
+from lsp_server import actions, edit
+from lsp_server.complete import typed_through
+from lsp_server.documents import BadRequest, offset_at, position_at
+from lsp_server.postprocess import document_indent_unit, drop_repeated_lines, finalize, reindent, trim_overlap
+from lsp_server.prompt import CursorContext, build_prompt, cut_prefix, encode
+from lsp_server.sessions import Suggestion
+from lsp_server.settings import ServerSettings, SettingsError
+from lsp_server.stops import make_stop_fn
+
+LINES = [f"value_{i} = compute(value_{i - 1}, {i})  # line {i}\n" for i in range(400)]
+TEXT = "".join(LINES)
+
+
+def ctx_at(text: str, marker: str = "|") -> CursorContext:
+    i = text.index(marker)
+    return CursorContext(text[:i], text[i + len(marker) :])
+
+
+# ------------------------------------------------------------------------------ prompt
+
+
+def test_fim_prompt_layout_and_budget(tiny_tokenizer):
+    tok = tiny_tokenizer
+    fim = detect_fim(tok)
+    cursor = len("".join(LINES[:300]))
+    ctx = CursorContext(TEXT[:cursor], TEXT[cursor:])
+    p = build_prompt(tok, fim, ctx, 512)
+    pre, suf, mid = (tok.convert_tokens_to_ids(t) for t in (fim.prefix, fim.suffix, fim.middle))
+    assert len(p.ids) <= 512
+    assert p.ids[0] == pre and p.ids[-1] == mid and p.ids.count(suf) == 1
+    cut = p.ids.index(suf)
+    prefix_text = tok.decode(p.ids[1:cut])
+    suffix_text = tok.decode(p.ids[cut + 1 : -1])
+    # both cut on line boundaries: the prefix keeps its last whole lines, the suffix its first
+    assert ctx.prefix.endswith(prefix_text) and prefix_text.startswith("value_")
+    assert ctx.prefix[p.prefix_start - 1] == "\n" and prefix_text == ctx.prefix[p.prefix_start :]
+    assert ctx.suffix.startswith(suffix_text) and suffix_text.endswith("\n")
+    # the split: the suffix gets at most its share, the prefix the rest
+    assert p.suffix_tokens <= int((512 - 3) * 0.25)
+    assert p.prefix_tokens + p.suffix_tokens + 3 <= 512
+    assert p.prefix_tokens > 2 * p.suffix_tokens
+
+
+def test_short_suffix_leaves_its_share_to_the_prefix(tiny_tokenizer):
+    fim = detect_fim(tiny_tokenizer)
+    ctx = CursorContext(TEXT, "\nprint(value_399)\n")
+    p = build_prompt(tiny_tokenizer, fim, ctx, 512)
+    assert p.suffix_end == len(ctx.suffix)
+    assert p.prefix_tokens > int((512 - 3) * 0.75)
+    assert len(p.ids) <= 512
+
+
+def test_prefix_only_without_fim(tiny_tokenizer):
+    ctx = CursorContext(TEXT[:5000], TEXT[5000:])
+    p = build_prompt(tiny_tokenizer, None, ctx, 256)
+    assert not p.fim and p.suffix_tokens == 0 and len(p.ids) <= 256
+    assert ctx.prefix.endswith(tiny_tokenizer.decode(p.ids))
+
+
+def test_whole_small_document_is_kept(tiny_tokenizer):
+    fim = detect_fim(tiny_tokenizer)
+    ctx = ctx_at("def f(x):\n    return |\n\nprint(f(1))\n")
+    p = build_prompt(tiny_tokenizer, fim, ctx, 2048)
+    assert p.prefix_start == 0 and p.suffix_end == len(ctx.suffix)
+    assert tiny_tokenizer.decode(p.ids, skip_special_tokens=False) == (
+        f"{fim.prefix}{ctx.prefix}{fim.suffix}{ctx.suffix}{fim.middle}"
+    )
+
+
+def test_sticky_prefix_start_keeps_the_prompt_start_while_typing(tiny_tokenizer):
+    tok = tiny_tokenizer
+    prefix = TEXT[:20000]
+    start, ids = cut_prefix(tok, prefix, 300)
+    assert len(ids) <= 300
+    # typing a few characters: the start stays where it was (KV prefix reuse)
+    typed = prefix + "x = 1"
+    again, ids2 = cut_prefix(tok, typed, 300, sticky=start)
+    assert again == start and ids2[: len(ids) - 2] == ids[: len(ids) - 2]
+    # once it no longer fits, it moves to a later line start, with headroom
+    much = typed + "".join(LINES[:20])
+    moved, ids3 = cut_prefix(tok, much, 300, sticky=start)
+    assert moved > start and much[moved - 1] == "\n"
+    assert len(ids3) <= int(300 * 0.85) + 30
+
+
+def test_text_that_looks_like_a_special_token_stays_text(tiny_tokenizer):
+    ids = encode(tiny_tokenizer, "x = '<|fim_middle|>'")
+    assert tiny_tokenizer.convert_tokens_to_ids("<|fim_middle|>") not in ids
+
+
+def test_mode_and_cursor_context():
+    assert ctx_at("    foo(|)\n").mode == "line"
+    assert ctx_at("    foo(|   \nbar\n").mode == "block"
+    c = ctx_at("def f():\n    |\n\nx = 1\n")
+    assert c.mode == "block" and c.at_indentation and c.indent == "    "
+    assert c.following_lines == ["", "x = 1", ""]
+    assert ctx_at("x = 1|").following_lines == []
+
+
+# ------------------------------------------------------------------------------ stop rules
+
+
+def test_line_mode_stops_at_the_first_newline():
+    stop = make_stop_fn("line", "    x = foo(")
+    assert stop("a, b") is None
+    assert stop("a, b\n    y = 2") == 4
+
+
+def test_block_ends_at_a_dedent():
+    stop = make_stop_fn("block", "    ")
+    assert stop("x = 1\n    return x") is None
+    text = "x = 1\n    return x\n\ndef g():\n"
+    assert text[: stop(text)] == "x = 1\n    return x\n"
+
+
+def test_blank_line_at_top_level_ends_the_block():
+    stop = make_stop_fn("block", "")
+    text = "import os\nimport sys\n\nprint(1)"
+    assert text[: stop(text)] == "import os\nimport sys"
+    assert stop("import os\nimport sys") is None
+
+
+def test_generation_running_into_the_code_below_stops():
+    following = ["", "    return result", ""]
+    stop = make_stop_fn("block", "    ", following)
+    text = "result = 2 * x\n    return result\n"
+    assert text[: stop(text)] == "result = 2 * x"
+    # at the indentation of an empty line, the first line itself may be the next line again
+    assert make_stop_fn("block", "    ", following)("return result\n") == 0
+
+
+# ------------------------------------------------------------------------------ post-processing
+
+
+def test_suffix_deduplication_in_line_mode():
+    assert trim_overlap("a, b)", ")") == "a, b"
+    assert trim_overlap("a, b):", "):") == "a, b"
+    assert trim_overlap("x = compute(1)", "compute(1)") == "x = "
+    assert trim_overlap("x = 1", "1 + y") == "x = 1"  # a short overlap of real code stays
+    c = ctx_at("    total = sum(|)\n")
+    assert finalize("values)\n    return total", c) == "values"
+
+
+def test_generated_lines_repeating_the_code_below_are_dropped():
+    following = ["    return result", "", "def other():"]
+    gen = "result = 1\n    result += 2\n    return result\n\ndef other():"
+    assert drop_repeated_lines(gen, following) == "result = 1\n    result += 2"
+    assert drop_repeated_lines("result = 1\n    return res", following) == "result = 1"  # cut off mid-line
+    assert drop_repeated_lines("result = 1\n    log(result)", following) == "result = 1\n    log(result)"
+    c = ctx_at("def f():\n    |\n    return result\n")
+    assert finalize("result = 1\n    return result", c) == "result = 1"
+
+
+def test_whitespace_only_becomes_nothing():
+    c = ctx_at("def f():\n    |\n")
+    assert finalize("   \n\n  ", c) == ""
+    assert finalize("\n", ctx_at("x = (|)")) == ""
+    assert finalize("  \n ", c, keep_whitespace=True) != ""
+
+
+def test_trailing_whitespace_and_blank_lines_go():
+    c = ctx_at("def f():\n    |")
+    assert finalize("x = 1   \n    return x  \n\n\n", c) == "x = 1\n    return x"
+
+
+def test_indentation_follows_the_document():
+    assert document_indent_unit("def f():\n\treturn 1\n") == "\t"
+    assert document_indent_unit("def f():\n  if x:\n    return 1\n") == "  "
+    assert document_indent_unit("x = 1\n") == "    "
+    assert reindent("a\n    b\n        c", "\t") == "a\n\tb\n\t\tc"
+    assert reindent("a\n\tb", "    ") == "a\n    b"
+    c = ctx_at("def f():\n\tif x:\n\t\t|\n")
+    assert finalize("y = 1\n        return y", c, indent_unit="\t") == "y = 1\n\t\treturn y"
+
+
+def test_crlf_documents_get_crlf_suggestions():
+    c = ctx_at("def f():\r\n    |\r\n")
+    assert finalize("x = 1\n    return x", c) == "x = 1\r\n    return x"
+
+
+def test_typed_through_reuses_the_last_suggestion():
+    last = Suggestion(prefix="def f():\n    ", suffix="\n", mode="block", text="return 42\n    # done")
+    assert typed_through(last, CursorContext("def f():\n    ", "\n")) == last.text
+    assert typed_through(last, CursorContext("def f():\n    ret", "\n")) == "urn 42\n    # done"
+    assert typed_through(last, CursorContext("def f():\n    rex", "\n")) is None  # typed something else
+    assert typed_through(last, CursorContext("def f():\n    ret", "\nx\n")) is None  # text below changed
+    assert typed_through(last, CursorContext("def f():\n    return 42\n    # done", "\n")) is None  # all typed
+
+
+# ------------------------------------------------------------------------------ stubs (code action)
+
+PY = '''import os
+
+
+def documented(a, b):
+    """Add a and b."""
+
+
+def passing(x):
+    pass  # TODO
+
+
+def ellipsis(x): ...
+
+
+def todo(x):
+    """Later."""
+    raise NotImplementedError("soon")
+
+
+def real(x):
+    return x + 1
+
+
+class C:
+    def method(self):
+        def inner():
+            pass
+        return inner
+'''
+
+
+def line_of(text: str, needle: str) -> int:
+    return text[: text.index(needle)].count("\n")
+
+
+def test_python_stubs_are_found_and_real_bodies_are_not():
+    s = actions.find_stub(PY, line_of(PY, "def documented"), "python")
+    assert s.name == "documented" and s.start == s.end == PY.index('"""Add a and b."""') + len('"""Add a and b."""')
+    assert s.lead == "\n    "
+
+    s = actions.find_stub(PY, line_of(PY, "pass  # TODO"), "python")
+    assert s.name == "passing"
+    assert PY[s.start : s.end] == "    pass  # TODO" and s.lead == "    "
+
+    s = actions.find_stub(PY, line_of(PY, "def ellipsis"), "python")
+    assert s.name == "ellipsis" and PY[s.start : s.end] == " ..." and s.lead == "\n    "
+
+    s = actions.find_stub(PY, line_of(PY, "raise NotImplementedError"), "python")
+    assert s.name == "todo" and PY[s.start : s.end].strip() == 'raise NotImplementedError("soon")'
+
+    assert actions.find_stub(PY, line_of(PY, "return x + 1"), "python") is None
+    assert actions.find_stub(PY, line_of(PY, "import os"), "python") is None
+    assert actions.find_stub(PY, line_of(PY, "def method"), "python") is None  # real body
+    s = actions.find_stub(PY, line_of(PY, "def inner"), "python")  # the innermost function
+    assert s.name == "inner" and s.indent == "            "
+
+
+def test_unparsable_python_uses_the_indentation_heuristic():
+    text = 'def broken(:\n\ndef stub(a):\n    """Doc."""\n    pass\n\nx = (\n'
+    s = actions.find_stub(text, line_of(text, "def stub"), "python")
+    assert s is not None and s.name == "stub" and text[s.start : s.end] == "    pass"
+    real = 'x = (\ndef f(a):\n    return a\n'
+    assert actions.find_stub(real, 1, "python") is None
+
+
+def test_brace_languages():
+    js = "function add(a, b) {\n}\n\nfunction sub(a, b) { return a - b; }\n"
+    s = actions.find_stub(js, 0, "javascript")
+    assert s.name == "add" and s.lead == "\n    " and s.tail == "\n"
+    assert js[: s.start].endswith("{") and js[s.end :].startswith("}")
+    assert actions.find_stub(js, line_of(js, "function sub"), "javascript") is None
+    one = "int f(void) {}\n"
+    s = actions.find_stub(one, 0, "c")
+    assert s is not None and one[: s.start].endswith("{") and s.tail == "\n"
+
+
+def test_body_prompt_and_result():
+    s = actions.find_stub(PY, line_of(PY, "pass  # TODO"), "python")
+    prefix, suffix = actions.body_prompt_context(PY, s)
+    assert prefix.endswith("def passing(x):\n    ") and suffix.startswith("\n\n\ndef ellipsis")
+    assert actions.finish_body("return x * 2\n    ", s, truncated=False) == "    return x * 2"
+    assert actions.finish_body("y = x\n    return y\n    z = fo", s, truncated=True) == "    y = x\n    return y"
+    assert actions.finish_body("  \n", s, truncated=False) == ""
+
+
+# ------------------------------------------------------------------------------ edit selection
+
+
+def test_edit_helpers(tiny_tokenizer):
+    assert edit.strip_fences("```python\nx = 1\n```") == "x = 1"
+    assert edit.strip_fences("x = 1\n") == "x = 1\n"
+    assert edit.strip_fences("Here:\n```py\nx = 2\n```\nDone.") == "x = 2"
+    assert edit.edit_stop_fn("x = 1\ny = 2") is None
+    assert edit.edit_stop_fn("x = 1\n```\n") == 6
+    assert edit.finish_edit("x = 1\n", "a = 0\n") == "x = 1\n"
+    assert edit.finish_edit("x = 1\n", "a = 0") == "x = 1"
+    text, fence = edit.build_edit_prompt(tiny_tokenizer, "rename a to b", "a = 0", "python")
+    assert fence == "```python\n" and text.endswith(fence) and "rename a to b" in text and "a = 0" in text
+
+
+# ------------------------------------------------------------------------------ settings
+
+
+def test_settings_from_camel_case_with_a_nested_engine_config():
+    s = ServerSettings().merged(
+        {"maxNewTokens": 64, "timeBudgetMs": 500, "method": "pld", "engine": {"maxDraftTokens": 16, "useSkip": False}}
+    )
+    assert s.max_new_tokens == 64 and s.time_budget_s == 0.5 and s.method == "pld"
+    assert s.engine.max_draft_tokens == 16 and s.engine.use_skip is False
+    cfg = s.decode_config()
+    assert cfg.method == "pld" and cfg.max_new_tokens == 64 and cfg.time_budget_s == 0.5 and cfg.max_draft_tokens == 16
+    # a later change keeps the earlier engine options it does not mention
+    t = s.merged({"engine": {"nMax": 8}})
+    assert t.engine.max_draft_tokens == 16 and t.engine.n_max == 8
+    assert ServerSettings().merged({"timeBudgetMs": 0}).time_budget_s is None
+    assert ServerSettings().merged({"timeBudgetMs": None}).time_budget_s is None
+    assert ServerSettings().time_budget_ms == 2000 and ServerSettings().max_prompt_tokens == 2048
+
+
+def test_settings_changes_that_reload_the_model():
+    base = ServerSettings()
+    assert base.merged({"model": "/tmp/other"}).needs_reload(base)
+    assert base.merged({"dtype": "bfloat16"}).needs_reload(base)
+    assert not base.merged({"maxNewTokens": 5}).needs_reload(base)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"maxNewTokens": 0}, {"maxNewTokens": "x"}, {"method": "magic"}, {"enabled": "yes"}, {"engine": {"nMin": 0}}, {"model": ""}],
+)
+def test_bad_settings_are_rejected_with_a_message(bad):
+    with pytest.raises(SettingsError) as err:
+        ServerSettings().merged(bad)
+    assert str(err.value)
+
+
+# ------------------------------------------------------------------------------ positions
+
+
+def test_positions_outside_the_document_are_errors():
+    doc = TextDocument("file:///x.py", "ab\ncd\n")
+    assert offset_at(doc, types.Position(line=1, character=2)) == 5
+    assert offset_at(doc, types.Position(line=2, character=0)) == 6  # the end of the document
+    for line, char in ((2, 1), (3, 0), (0, 3)):
+        with pytest.raises(BadRequest):
+            offset_at(doc, types.Position(line=line, character=char))
+    assert position_at(doc, 5) == types.Position(line=1, character=2)
+    no_eol = TextDocument("file:///y.py", "ab")
+    with pytest.raises(BadRequest):
+        offset_at(no_eol, types.Position(line=1, character=0))
+    emoji = TextDocument("file:///z.py", "s = '😀'\n")
+    assert offset_at(emoji, types.Position(line=0, character=7)) == 6  # utf-16 units
