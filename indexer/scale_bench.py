@@ -64,63 +64,68 @@ def _pct(a: list[float]) -> dict[str, float]:
             "p99": round(float(np.percentile(x, 99)), 3), "mean": round(float(x.mean()), 3)}
 
 
-def measure(path: str, n_queries: int, model: str, sharded: bool, parallel: int, max_positions: int = -1) -> dict:
-    """Load a store (or shard folder) and time retrievals; run in a fresh process."""
-    from transformers import AutoTokenizer
-
-    from fastcoder.models import resolve_model
-
-    tok = AutoTokenizer.from_pretrained(resolve_model(model, progress=False))
-    queries = _queries(tok, n_queries, Path(__file__).resolve().parent.parent)
+def measure(path: str, n_queries: int, model: str, sharded: bool, parallel: int, caps: list[int],
+            queries_file: str | None = None) -> dict:
+    """Load a store (or shard folder) and time retrievals, every search method on every
+    query in rotating order (side by side, so machine load hits them alike). Run in a
+    fresh process so the RSS numbers are this store's."""
+    if queries_file:
+        queries = json.loads(Path(queries_file).read_text())[:n_queries]
+    else:
+        queries = _queries(_tokenizer(model), n_queries, Path(__file__).resolve().parent.parent)
     import gc
+
+    from fastcoder.datastore import TokenDatastore
+    from indexer.shards import ShardedStore, ShardSet
 
     gc.collect()
     before = _status()
     t0 = time.perf_counter()
     if sharded:
-        from fastcoder.models import tokenizer_fingerprint
-        from indexer.shards import ShardSet
-
-        store = ShardSet(path, tokenizer_fingerprint(tok)).load(verify=False)
-        if parallel or max_positions >= 0:
-            from indexer.shards import ShardedStore
-
-            store = ShardedStore(store.shards, parallel=parallel, max_positions=max(0, max_positions))
-        n_tokens, parts = store.n_tokens, len(store.shards)
+        fp = TokenDatastore.read_header(_first_file(path))[0]["fingerprint"]
+        shards = ShardSet(path, fp).load(verify=False).shards
     else:
-        from fastcoder.datastore import TokenDatastore
-
-        store = TokenDatastore.load(path, verify=False)
-        n_tokens, parts = store.n_tokens, 1
-        if max_positions >= 0:
-            from indexer.shards import ShardedStore
-
-            store = ShardedStore([store], max_positions=max_positions)
-            sharded = True
+        shards = [TokenDatastore.load(path, verify=False)]
     load_ms = (time.perf_counter() - t0) * 1000
     after_load = _status()
-    for q in queries[:50]:
-        store.retrieve(q)
-    lat, match, lens = [], [], []
-    for q in queries:
-        t = time.perf_counter()
-        r = store.retrieve(q, n_max=16, n_min=2, max_nodes=64, max_depth=16)
-        lat.append(time.perf_counter() - t)
-        lens.append(r.match_len)
+    methods: dict[str, object] = {}
     if not sharded:
-        for q in queries:
+        methods["TokenDatastore.retrieve"] = shards[0]
+    for cap in caps:
+        methods[f"ShardedStore(max_positions={cap})"] = ShardedStore(shards, max_positions=cap)
+        if sharded and parallel:
+            methods[f"ShardedStore(max_positions={cap}, parallel={parallel})"] = ShardedStore(shards, parallel=parallel, max_positions=cap)
+    names = list(methods)
+    for q in queries[:50]:
+        for m in methods.values():
+            m.retrieve(q)
+    lat: dict[str, list[float]] = {n: [] for n in names}
+    lens: dict[str, list[int]] = {n: [] for n in names}
+    for i, q in enumerate(queries):
+        for k in range(len(names)):
+            name = names[(i + k) % len(names)]
             t = time.perf_counter()
-            store.longest_match(q, 16, 2)
-            match.append(time.perf_counter() - t)
+            r = methods[name].retrieve(q, n_max=16, n_min=2, max_nodes=64, max_depth=16)
+            lat[name].append(time.perf_counter() - t)
+            lens[name].append(r.match_len)
     after = _status()
-    hist = np.bincount(np.asarray(lens), minlength=17).tolist()
+    hist = np.bincount(np.asarray(lens[names[0]]), minlength=17).tolist()
+    n_tokens = int(sum(s.n_tokens for s in shards))
     return {
-        "path": path, "tokens": n_tokens, "parts": parts, "file_mb": round(_size(path) / 2**20, 1),
-        "load_ms": round(load_ms, 1), "retrieve_ms": _pct(lat), "match_ms": _pct(match) if match else None,
+        "path": path, "tokens": n_tokens, "parts": len(shards), "file_mb": round(_size(path) / 2**20, 1),
+        "load_ms": round(load_ms, 1), "retrieve_ms": {n: _pct(v) for n, v in lat.items()},
         "rss_mb": {"before": round(before["VmRSS"]), "after_load": round(after_load["VmRSS"]), "after_queries": round(after["VmRSS"]),
                    "anon_growth": round(after["RssAnon"] - before["RssAnon"]), "file_after_queries": round(after["RssFile"] - before["RssFile"])},
         "match_hist": {str(i): c for i, c in enumerate(hist) if c}, "queries": len(queries),
     }
+
+
+def _tokenizer(model: str):
+    from transformers import AutoTokenizer
+
+    from fastcoder.models import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model(model, progress=False))
 
 
 def _size(path: str) -> int:
@@ -177,41 +182,51 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=2000)
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
     ap.add_argument("--measure", help=argparse.SUPPRESS)
+    ap.add_argument("--queries-file", help=argparse.SUPPRESS)
     ap.add_argument("--sharded", help="measure a ShardedStore over this shard folder")
-    ap.add_argument("--parallel", type=int, default=0)
-    ap.add_argument("--max-positions", type=int, default=-1,
-                    help="search through indexer.shards.ShardedStore with this cap on counted occurrences (0: exact; default: plain TokenDatastore.retrieve)")
+    ap.add_argument("--parallel", type=int, default=0, help="with --sharded: also search the shards in this many threads")
+    ap.add_argument("--caps", default="0,32768", help="ShardedStore max_positions values to measure (comma-separated; 0 = exact)")
     ap.add_argument("--keep", action="store_true", help="keep the built stores")
-    ap.add_argument("--caps", default="0,32768", help="also measure ShardedStore with these max_positions (comma-separated)")
     args = ap.parse_args(argv)
-    if args.measure or args.sharded:
-        res = measure(args.measure or args.sharded, args.queries, args.model, bool(args.sharded), args.parallel, args.max_positions)
-        print(json.dumps(res))
-        return 0
+    caps = [int(c) for c in args.caps.split(",") if c]
     args.out.mkdir(parents=True, exist_ok=True)
+    qfile = args.out / "queries.json"
+    if args.queries_file is None:
+        if not qfile.is_file():  # one fixed query set for every run (the repo's files change)
+            qfile.write_text(json.dumps(_queries(_tokenizer(args.model), args.queries, Path(__file__).resolve().parent.parent)))
+        args.queries_file = str(qfile)
+    if args.measure or args.sharded:
+        res = measure(args.measure or args.sharded, args.queries, args.model, bool(args.sharded), args.parallel, caps, args.queries_file)
+        print(json.dumps(res))
+        if args.sharded:
+            _table([res])
+        return 0
     rows = []
     for n in [int(float(x)) for x in args.sizes.split(",")]:
         b = build(args.source, n, args.out)
         print(json.dumps({"built": b}), flush=True)
-        for cap in [-1] + [int(c) for c in args.caps.split(",") if c]:
-            proc = subprocess.run([sys.executable, "-m", "indexer.scale_bench", "--measure", b["path"], "--queries", str(args.queries),
-                                   "--model", args.model, "--max-positions", str(cap)], capture_output=True, text=True)
-            if proc.returncode != 0:
-                print(proc.stderr[-3000:], file=sys.stderr)
-                return 1
-            m = json.loads(proc.stdout.strip().splitlines()[-1])
-            row = {**b, **m, "search": "TokenDatastore.retrieve" if cap < 0 else f"ShardedStore(max_positions={cap})"}
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+        proc = subprocess.run([sys.executable, "-m", "indexer.scale_bench", "--measure", b["path"], "--queries", str(args.queries),
+                               "--queries-file", args.queries_file, "--caps", args.caps], capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(proc.stderr[-3000:], file=sys.stderr)
+            return 1
+        row = {**json.loads(proc.stdout.strip().splitlines()[-1]), **b}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
         if not args.keep:
             os.unlink(b["path"])
-    print("| tokens | search | build (SA sort) s | file MB | load ms | p50 ms | p95 ms | p99 ms | match p50/p95 ms | RSS after load / queries MB | anon growth MB |")
+    _table(rows)
+    return 0
+
+
+def _table(rows: list[dict]) -> None:
+    print("| tokens | parts | search | build (SA sort) s | file MB | load ms | p50 ms | p95 ms | p99 ms | RSS before / after load / after queries MB | anon growth MB |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        mm = r["match_ms"] or {}
-        print(f"| {r['tokens']:,} | {r['search']} | {r['build_s']} | {r['file_mb']} | {r['load_ms']} | {r['retrieve_ms']['p50']} | {r['retrieve_ms']['p95']} | "
-              f"{r['retrieve_ms']['p99']} | {mm.get('p50')}/{mm.get('p95')} | {r['rss_mb']['after_load']}/{r['rss_mb']['after_queries']} | {r['rss_mb']['anon_growth']} |")
-    return 0
+        for name, q in r["retrieve_ms"].items():
+            rss = r["rss_mb"]
+            print(f"| {r['tokens']:,} | {r['parts']} | {name} | {r.get('build_s', '-')} | {r['file_mb']} | {r['load_ms']} | {q['p50']} | {q['p95']} | "
+                  f"{q['p99']} | {rss['before']} / {rss['after_load']} / {rss['after_queries']} | {rss['anon_growth']} |")
 
 
 if __name__ == "__main__":

@@ -444,3 +444,35 @@ def test_iter_env_packages_for_from_env(tmp_path):
     assert [p.name for p in deps_mod.iter_env_packages(v)] == ["alpha", "beta", "gamma"]
     with pytest.raises(Exception):
         list(deps_mod.iter_env_packages(tmp_path / "nope"))
+
+
+def test_capped_counting_keeps_total_exact_and_the_heaviest_paths():
+    rng = np.random.default_rng(3)
+    # one dominant continuation after [1, 2], many rare ones
+    docs = [np.array([1, 2, 3, 4, 5], np.int32)] * 400 + [np.array([1, 2, int(t)], np.int32) for t in rng.integers(10, 60, 200)]
+    store = TokenDatastore.build(docs)
+    exact = ShardedStore([store]).retrieve([1, 2], max_nodes=8)
+    capped = ShardedStore([store], max_positions=50).retrieve([1, 2], max_nodes=8)
+    assert capped.total == exact.total == 600 and capped.match_len == exact.match_len == 2
+    assert capped.nodes[0][0] == exact.nodes[0][0] == (3,)
+    assert abs(capped.nodes[0][1] - 400) <= 600 // 50 + 1  # counts scaled from the sample
+    # below the cap nothing changes
+    assert ShardedStore([store], max_positions=10_000).retrieve([1, 2], max_nodes=8).nodes == exact.nodes
+
+
+def test_topk_continuations_equal_union_continuations():
+    from indexer.shards import topk_union_continuations
+    from indexer.union import union_continuations
+
+    rng = np.random.default_rng(11)
+    stores = [TokenDatastore.build([rng.integers(0, 6, size=int(rng.integers(3, 80))) for _ in range(20)]) for _ in range(3)]
+    for _ in range(100):
+        pat = rng.integers(0, 6, size=int(rng.integers(1, 3))).tolist()
+        parts = []
+        for s in stores:
+            lo, hi = s.find_range(pat)
+            parts.append((s, np.asarray(s.sa[lo:hi], dtype=np.int64) + len(pat)))
+        for max_nodes in (1, 5, 64):
+            for sub in (parts, parts[:1]):
+                assert topk_union_continuations(sub, max_nodes=max_nodes, max_depth=8) == union_continuations(
+                    sub, max_nodes=max_nodes, max_depth=8)
