@@ -35,10 +35,14 @@ distribution's files only ``*.py``, without
   own code, which D_r already holds.
 
 **Persistence and incremental rebuild**: per-package shards (:mod:`indexer.shards`)
-under ``cache_root()/deps/<hash of the environment path>-<tokenizer fingerprint>/``.
-When packages change (names and versions of the dist-infos, recorded in every shard's
-header meta), only the shards holding a changed package are rebuilt; a corrupt shard is
-detected on load (CRC) and rebuilt.
+under ``cache_root()/deps/<hash of the environment path>-<tokenizer fingerprint>/``
+(a folder: ``manifest.json``, ``shard-*.fcds``, ``merged-*.fcds``; every file written
+atomically). When packages change (names and versions of the dist-infos, recorded in
+every shard's header meta), only the shards holding a changed package are rebuilt, and
+only the changed packages are tokenized; a corrupt shard is detected on load (CRC) and
+rebuilt. The search runs on one suffix array over all shards (``merged-*.fcds``,
+re-sorted after a change: no tokenizing, ~0.4 s per million tokens), which is several
+times faster than searching the shards one by one.
 
 What the server uses::
 
@@ -505,6 +509,7 @@ def build_deps(
     cancel: threading.Event | None = None,
     env: PythonEnv | None = None,
     fallback: str | None = sys.executable,
+    merge: bool = True,
 ) -> DepsResult:
     """Build or update (incrementally) the D_d of a workspace, synchronously.
 
@@ -519,6 +524,8 @@ def build_deps(
         cancel: set it to stop between packages (raises FastCoderError).
         env: an environment already found (skips :func:`find_environment`).
         fallback: passed to :func:`find_environment`.
+        merge: search one suffix array over all shards (built once per set of shard
+            files, see :meth:`indexer.shards.ShardSet.merged`) instead of the shards.
 
     Returns an empty store (no environment) rather than raising for a broken
     environment; raises :class:`FastCoderError` only when cancelled.
@@ -541,6 +548,10 @@ def build_deps(
         store, report = shard_set.update(
             tokenizer, pkgs, target_tokens=target_tokens or TARGET_TOKENS, progress=progress, cancel=cancel
         )
+        if merge and len(store.shards) > 1:
+            merged = shard_set.merged(store.shards)
+            if merged is not None:
+                store = ShardedStore([merged])
     res = DepsResult(store, env, report, skipped, time.perf_counter() - t0)
     log.info(
         "D_d: %d packages, %d tokens in %d shards (%d rebuilt, %d packages tokenized) in %.1f s",

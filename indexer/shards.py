@@ -572,6 +572,51 @@ class ShardSet:
             Path(tmp).unlink(missing_ok=True)
             raise
 
+    def merged(self, shards: Sequence[TokenDatastore]) -> TokenDatastore | None:
+        """One store over all ``shards`` (their token arrays concatenated, one suffix
+        array), cached as ``merged-<digest of the shard files>.fcds``; older merged
+        files are removed. None when there are fewer than two shards.
+
+        Shards are the unit of incremental rebuild; searching one suffix array is much
+        faster than searching several (every shard costs its own range look-ups and
+        its own pass per trie node): 0.4 / 1.2 ms p50 / p95 for one 50M-token store
+        against 1.3 / 6.6 ms for five shards of 39M tokens together (scale_bench).
+        """
+        from pydivsufsort import divsufsort
+
+        files = sorted(e["file"] for e in self.read_manifest())
+        if len(shards) < 2 or len(files) != len(shards):
+            return None
+        digest = hashlib.sha256(json.dumps(files).encode()).hexdigest()[:16]
+        path = self.directory / f"merged-{digest}.fcds"
+        store = None
+        if path.is_file():
+            try:
+                store = load_store(path, self.fingerprint)
+            except DatastoreError as exc:
+                log.warning("merged store %s is unusable (%s); rebuilding it", path.name, exc)
+        if store is None:
+            ordered = sorted(shards, key=lambda st: str(st.meta.get("packages", [{}])[0].get("name", "")) if package_table(st) else "")
+            tokens = np.concatenate([np.asarray(st.tokens) for st in ordered])
+            starts, table, tok_off, doc_off = [], [], 0, 0
+            for st in ordered:
+                starts.append(np.asarray(st.doc_starts, dtype=np.int64) + tok_off)
+                for p in package_table(st):
+                    table.append({**p, "first_doc": int(p.get("first_doc", 0)) + doc_off})
+                tok_off += int(st.tokens.size)
+                doc_off += st.n_docs
+            sa = divsufsort(tokens)
+            sa = sa.astype(np.int32 if tokens.size < 2**31 else np.int64, copy=False)
+            meta = {"kind": self.kind, **self.info, "merged_from": files, "packages": table,
+                    "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            TokenDatastore(tokens, sa, np.concatenate(starts), fingerprint=self.fingerprint, meta=meta).save(path)
+            del tokens, sa
+            store = load_store(path, self.fingerprint, verify=False)
+        for old in self.directory.glob("merged-*.fcds"):
+            if old != path:
+                old.unlink(missing_ok=True)
+        return store
+
     def load(self, *, verify: bool = True) -> ShardedStore:
         """The shards of the manifest as a ShardedStore. Raises DatastoreError when a
         shard is missing or corrupt (``update`` rebuilds it)."""

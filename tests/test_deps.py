@@ -476,3 +476,33 @@ def test_topk_continuations_equal_union_continuations():
             for sub in (parts, parts[:1]):
                 assert topk_union_continuations(sub, max_nodes=max_nodes, max_depth=8) == union_continuations(
                     sub, max_nodes=max_nodes, max_depth=8)
+
+
+def test_build_deps_searches_a_merged_store_equal_to_the_shards(tmp_path, tiny_tokenizer, isolated_cache):
+    ws = tmp_path / "ws"
+    v = make_venv(ws / ".venv")
+    three_packages(site_of(v))
+    res = build_deps(ws, tiny_tokenizer, fallback=None, target_tokens=1)  # three shards, one merged store
+    assert len(res.store.shards) == 1 and res.report.rebuilt_shards == 3
+    folder = deps_mod.deps_dir(res.env, tokenizer_fingerprint(tiny_tokenizer))
+    assert len(list(folder.glob("merged-*.fcds"))) == 1
+    shards = ShardSet(folder, tokenizer_fingerprint(tiny_tokenizer)).load()
+    assert len(shards.shards) == 3 and res.store.packages() == shards.packages()
+    rng = np.random.default_rng(0)
+    all_tokens = np.asarray(res.store.shards[0].tokens)
+    for _ in range(100):
+        end = int(rng.integers(2, all_tokens.size))
+        ctx = [t for t in all_tokens[max(0, end - 12) : end].tolist() if t != 2**31 - 1]
+        a, b = res.store.retrieve(ctx), shards.retrieve(ctx)
+        assert (a.match_len, a.total, a.nodes) == (b.match_len, b.total, b.nodes)
+    pat = tiny_tokenizer(phrase("gamma2"), add_special_tokens=False)["input_ids"]
+    assert res.store.origins_of(pat) == shards.origins_of(pat) == {("gamma", "0.3", "gamma.py"): 1}
+    # an upgrade re-merges; the old merged file goes away
+    import shutil
+
+    for p in site_of(v).glob("beta-*.dist-info"):
+        shutil.rmtree(p)
+    fake_dist(site_of(v), "beta", "2.5", {"beta/__init__.py": module_text("beta25")})
+    res2 = build_deps(ws, tiny_tokenizer, fallback=None, target_tokens=1)
+    assert res2.report.tokenized == ["beta"] and res2.store.packages()["beta"] == "2.5"
+    assert len(list(folder.glob("merged-*.fcds"))) == 1

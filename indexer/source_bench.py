@@ -1,0 +1,233 @@
+"""What each common-code source adds: the bench's repository suite with REST and
+FastCoder on several D_c / D_d choices, side by side in one process (not a test).
+
+    python -m indexer.source_bench --out DIR [--limit 10] [--max-new-tokens 128]
+        [--common NAME=PATH ...] [--no-dd] [--max-positions 32768]
+
+Variants, interleaved task by task with the bench's harness (``fastcoder.bench``): ``ar``;
+``rest-<name>`` for each D_c; ``rest-dd`` (REST with D_d as its only store);
+``fastcoder-<name>`` (D_r + that D_c + CACHE + live context); ``fastcoder-<name>+dd``
+(the same plus D_d as the third source, weight gamma) for the last D_c.
+
+D_d of a benchmark project = what its virtualenv would hold: the project's runtime
+dependencies and pytest's, resolved and downloaded with ``pip download PROJECT==VER
+pytest`` (wheels), without the project itself (that is D_r), built with
+:mod:`indexer.deps`' reader and :class:`indexer.shards.ShardSet` under
+``cache_root()/bench/deps/<project>/``. The popular-PyPI D_c must leave the benchmark
+projects out (``build-common --from-pypi-top N --exclude ...``), or it holds the answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def project_deps(project: Any, tokenizer: Any, fingerprint: str, *, extra: tuple[str, ...] = ("pytest",)):
+    """The D_d (ShardedStore) of a benchmark project's virtualenv (see the module doc)."""
+    from fastcoder.bench.projects import bench_cache
+    from indexer.deps import normalize, package_from_tree
+    from indexer.persist import dir_lock
+    from indexer.pypi import COMPLETE, archive_name_version, extract_py
+    from indexer.shards import ShardSet
+
+    base = bench_cache() / "deps" / project.key
+    dl = base / "dl"
+    if not (dl / COMPLETE).is_file():
+        dl.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", "--only-binary", ":all:",
+               "-d", str(dl), project.requirement, *extra]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"pip download for {project.requirement}: {proc.stderr.strip()[-500:]}")
+        (dl / COMPLETE).write_text("ok")
+    pkgs = []
+    for archive in sorted(dl.glob("*.whl")):
+        parsed = archive_name_version(archive.name)
+        if parsed is None or parsed[0] == normalize(project.name):
+            continue
+        name, version, _ = parsed
+        src = base / "src" / f"{name}-{version}"
+        if not (src / COMPLETE).is_file():
+            tmp = Path(tempfile.mkdtemp(dir=base, prefix=".x-"))
+            extract_py(archive, tmp)
+            (tmp / COMPLETE).write_text("ok")
+            if src.exists():
+                import shutil
+
+                shutil.rmtree(src)
+            src.parent.mkdir(parents=True, exist_ok=True)
+            tmp.rename(src)
+        pkgs.append(package_from_tree(name, version, src))
+    shard_set = ShardSet(base / "dd", fingerprint, kind="deps", info={"env": f"bench:{project.key}"})
+    with dir_lock(base / "dd"):
+        store, _ = shard_set.update(tokenizer, pkgs)
+    return store
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--limit", type=int, default=10)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--max-prompt-tokens", type=int, default=2048)
+    ap.add_argument("--common", action="append", default=[], metavar="NAME=PATH",
+                    help="a D_c to compare (repeatable; NAME=stdlib alone means the cached stdlib D_c)")
+    ap.add_argument("--no-dd", action="store_true")
+    ap.add_argument("--plain", action="store_true", help="search D_c with TokenDatastore.retrieve (default: the faster, equal ShardedStore search)")
+    ap.add_argument("--max-positions", type=int, default=0, help="ShardedStore cap on counted occurrences (0: exact)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    from fastcoder.bench.cli import repo_suite
+    from fastcoder.bench.projects import load_projects
+    from fastcoder.bench.runner import Harness, append_result, machine_info, read_results
+    from fastcoder.bench.variants import Variant
+    from fastcoder.config import DecodeConfig
+    from fastcoder.drafters import Sources
+    from fastcoder.engine import Engine
+    from fastcoder.models import load_model
+    from indexer.common import ensure_common, load_common
+    from indexer.shards import ShardedStore
+
+    tasks, corpora = repo_suite(None, args.limit, args.seed, progress=False)
+    loaded = load_model(args.model, dtype=args.dtype, device="cpu", progress=False)
+    engine = Engine.from_loaded(loaded, record_margins=True)
+    tok, fp = loaded.tokenizer, loaded.fingerprint
+
+    def wrap(store):
+        return store if args.plain else ShardedStore([store], max_positions=args.max_positions)
+
+    commons: dict[str, Any] = {}
+    info: dict[str, Any] = {"commons": {}, "dd": {}}
+    for spec in args.common or ["stdlib"]:
+        name, _, path = spec.partition("=")
+        store = ensure_common(tok, progress=False, fingerprint=fp) if not path else load_common(path, fingerprint=fp)
+        commons[name] = wrap(store)
+        info["commons"][name] = {"path": path or "stdlib", "tokens": store.n_tokens,
+                                 "packages": len(store.meta.get("packages", []))}
+    dds: dict[str, Any] = {}
+    if not args.no_dd:
+        projects, _ = load_projects()
+        for p in projects:
+            t0 = time.perf_counter()
+            store = project_deps(p, tok, fp)
+            store.max_positions = args.max_positions
+            dds[p.name] = store
+            info["dd"][p.name] = {"tokens": store.n_tokens, "packages": store.packages(), "seconds": round(time.perf_counter() - t0, 1)}
+            log.info("D_d of %s: %d tokens from %s", p.requirement, store.n_tokens, ", ".join(store.packages()))
+
+    n = args.max_new_tokens
+    variants: list[Variant] = [Variant("ar", DecodeConfig(method="ar", max_new_tokens=n, seed=args.seed))]
+    roles: dict[str, tuple[str | None, bool]] = {}  # variant -> (D_c name or "dd", with D_d)
+    for name in commons:
+        variants.append(Variant(f"rest-{name}", DecodeConfig(method="rest", max_new_tokens=n, seed=args.seed), use_dc=True))
+        roles[f"rest-{name}"] = (name, False)
+    if dds:
+        variants.append(Variant("rest-dd", DecodeConfig(method="rest", max_new_tokens=n, seed=args.seed), use_dc=True))
+        roles["rest-dd"] = ("dd", False)
+    for name in commons:
+        variants.append(Variant(f"fastcoder-{name}", DecodeConfig(method="fastcoder", max_new_tokens=n, seed=args.seed), use_dr=True, use_dc=True))
+        roles[f"fastcoder-{name}"] = (name, False)
+    if dds:
+        last = list(commons)[-1]
+        variants.append(Variant(f"fastcoder-{last}+dd", DecodeConfig(method="fastcoder", max_new_tokens=n, seed=args.seed), use_dr=True, use_dc=True))
+        roles[f"fastcoder-{last}+dd"] = (last, True)
+
+    class SourceHarness(Harness):
+        group: str | None = None
+
+        def sources(self, variant, dr):
+            if variant.name == "ar":
+                return Sources()
+            dc_name, with_dd = roles[variant.name]
+            dd = dds.get(self.group or "")
+            dc = dd if dc_name == "dd" else commons[dc_name]
+            return Sources(dr=dr if variant.use_dr else None, dc=dc, dd=dd if with_dd else None)
+
+        def run_task(self, task, index, on_variant=None):
+            self.group = task.group
+            return super().run_task(task, index, on_variant)
+
+        def warm_up(self, task):
+            self.group = task.group
+            return super().warm_up(task)
+
+    harness = SourceHarness(engine, variants, None, n, args.max_prompt_tokens, corpora=dict(corpora), fingerprint=fp)
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    done = {r["id"] for r in read_results(out)}
+    pending = [(i, t) for i, t in enumerate(tasks) if t.id not in done]
+    machine = machine_info()
+    if pending:
+        harness.warm_up(pending[0][1])
+    for i, task in pending:
+        t0 = time.perf_counter()
+        rec = harness.run_task(task, i)
+        append_result(out, rec)
+        log.info("task %d/%d %s: %.0f s", i + 1, len(tasks), task.id, time.perf_counter() - t0)
+    records = {r["id"]: r for r in read_results(out)}
+    records = [records[t.id] for t in tasks if t.id in records]
+    summary = summarize(records, [v.name for v in variants])
+    info.update({"machine": machine, "loadavg_end": list(__import__("os").getloadavg()), "tasks": len(records),
+                 "max_new_tokens": n, "model": args.model, "dtype": args.dtype, "max_positions": args.max_positions,
+                 "summary": summary})
+    (out / "sources_report.json").write_text(json.dumps(info, indent=1))
+    print(format_summary(summary))
+    engine.close()
+    return 0
+
+
+def summarize(records: list[dict], names: list[str]) -> dict[str, dict[str, float]]:
+    """Per variant: ms/token (decode), speedup over AR (ratio of summed ms/token), mean
+    accepted length (decode tokens / forward steps), identical outputs to AR, retrieval
+    ms per step."""
+    out: dict[str, dict[str, float]] = {}
+    for name in names:
+        dec_s = toks = steps = retr = searches = 0.0
+        same = 0
+        for r in records:
+            st = r["results"][name]["stats"]
+            dec_s += st["decode_s"]
+            toks += max(st["new_tokens"] - 1, 0)
+            steps += st["forward_steps"]
+            retr += st.get("search_wall_s", 0.0)
+            searches += st.get("searches", 0)
+            same += r["results"][name]["tokens"] == r["results"]["ar"]["tokens"]
+        out[name] = {"ms_per_token": 1000 * dec_s / toks if toks else float("nan"),
+                     "mean_accept_len": toks / steps if steps else float("nan"),
+                     "identical": same / max(1, len(records)),
+                     "retrieval_ms_per_search": 1000 * retr / searches if searches else 0.0}
+    ar = out["ar"]["ms_per_token"]
+    for m in out.values():
+        m["speedup"] = ar / m["ms_per_token"] if m["ms_per_token"] else float("nan")
+    return out
+
+
+def format_summary(summary: dict[str, dict[str, float]]) -> str:
+    rows = ["| variant | mean accepted length | speedup vs AR | ms/token | identical to AR | retrieval ms/search |", "|---|---|---|---|---|---|"]
+    for name, m in summary.items():
+        rows.append(f"| {name} | {m['mean_accept_len']:.2f} | {m['speedup']:.2f}x | {m['ms_per_token']:.1f} | {m['identical']:.0%} | {m['retrieval_ms_per_search']:.2f} |")
+    return "\n".join(rows)
+
+
+def report_only(out: Path, names: list[str]) -> str:
+    from fastcoder.bench.runner import read_results
+
+    return format_summary(summarize(read_results(out), names))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
