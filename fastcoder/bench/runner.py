@@ -1,0 +1,283 @@
+"""The benchmark harness: one process, one loaded model, methods interleaved task by task.
+
+Per task: the prompt (left-truncated to ``max_prompt_tokens``), D_r without the body
+(repository tasks), then every variant in turn (the order rotates by one each task,
+so no method always runs first or last), each with the same prompt, the same stop rule
+and the same ``max_new_tokens``. Results are appended to ``OUT/tasks.jsonl`` as each
+task finishes; a rerun with the same arguments skips finished tasks.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from fastcoder.bench.tasks import BenchTask
+from fastcoder.bench.variants import Variant
+from fastcoder.errors import FastCoderError
+
+log = logging.getLogger(__name__)
+
+RESULTS = "tasks.jsonl"
+RUN_INFO = "run.json"
+WARMUP_TOKENS = 16
+
+
+@dataclass
+class RunSpec:
+    """What identifies a run (a rerun must match it to resume)."""
+
+    model: str
+    dtype: str
+    suite: str
+    variants: list[str]
+    max_new_tokens: int
+    max_prompt_tokens: int
+    session: str
+    common: str
+    seed: int
+    pass_at_1: bool
+    device: str = "auto"
+    tasks_file: str | None = None
+    projects: str | None = None
+    threads: int | None = None
+    cost_curve: str = "cached"
+
+    def identity(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+# --------------------------------------------------------------------------------------
+# results file
+# --------------------------------------------------------------------------------------
+
+
+def read_results(out: Path) -> list[dict[str, Any]]:
+    """Finished task records of ``out/tasks.jsonl``. A torn last line (the run was
+    killed while writing) is cut off so appending goes on cleanly."""
+    path = out / RESULTS
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        log.warning("%s: dropping a torn last line (%d bytes)", path, len(data) - cut)
+        with open(path, "r+b") as fh:
+            fh.truncate(cut)
+        data = data[:cut]
+    records = []
+    for i, line in enumerate(data.decode("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except ValueError as exc:
+            raise FastCoderError(f"{path}:{i}: corrupt result line ({exc}); remove it to resume") from None
+    return records
+
+
+def append_result(out: Path, record: dict[str, Any]) -> None:
+    with open(out / RESULTS, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record, separators=(",", ":")) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def check_run_info(out: Path, spec: RunSpec, *, force: bool = False) -> dict[str, Any]:
+    """Create ``run.json`` or check that it matches ``spec`` (same run, resumable)."""
+    path = out / RUN_INFO
+    ident = spec.identity()
+    if path.exists():
+        try:
+            info = json.loads(path.read_text())
+        except ValueError as exc:
+            raise FastCoderError(f"{path} is corrupt ({exc})") from None
+        old = info.get("spec", {})
+        diff = sorted(k for k in set(old) | set(ident) if old.get(k) != ident.get(k))
+        if diff and not force:
+            details = "; ".join(f"{k}: {old.get(k)!r} -> {ident.get(k)!r}" for k in diff)
+            raise FastCoderError(
+                f"{out} holds a run with other arguments ({details}); use another --out, or --force "
+                "to start over there"
+            )
+        if diff:
+            (out / RESULTS).unlink(missing_ok=True)
+            info = {"spec": ident, "started": time.time(), "resumed": []}
+        else:
+            info.setdefault("resumed", []).append(time.time())
+    else:
+        info = {"spec": ident, "started": time.time(), "resumed": []}
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(info, indent=2))
+    return info
+
+
+# --------------------------------------------------------------------------------------
+# machine
+# --------------------------------------------------------------------------------------
+
+
+def machine_info() -> dict[str, Any]:
+    import torch
+    import transformers
+
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = []
+    return {
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "loadavg_start": load,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# cost curve
+# --------------------------------------------------------------------------------------
+
+
+def remeasure_cost_curve(engine: Any) -> Any:
+    """Measure c(k) now (after the warm-up, under this run's conditions, with the
+    engine's own method) and make the engine use it for this run instead of the curve
+    it cached on disk earlier."""
+    from fastcoder.budget import measure
+
+    raw = curve = measure(engine.verifier)
+    # no public setter on Engine yet: Engine.cost_curve() returns _curve once set
+    with engine._curve_lock:
+        engine._curve = curve
+    log.info("cost curve c(k) ms: %s", ", ".join(f"{k}:{1000 * s:.0f}" for k, s in zip(raw.ks, raw.seconds)))
+    return raw, curve
+
+
+# --------------------------------------------------------------------------------------
+# the run
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Harness:
+    """Runs variants on tasks with one engine; keeps D_r corpora and sessions."""
+
+    engine: Any
+    variants: Sequence[Variant]
+    dc: Any
+    max_new_tokens: int
+    max_prompt_tokens: int
+    session_mode: str = "per-project"
+    pass_at_1: bool = False
+    corpora: dict[str, Any] = field(default_factory=dict)
+    sessions: dict[tuple[str, str], Any] = field(default_factory=dict)
+    fingerprint: str = ""
+
+    def prompt_ids(self, task: BenchTask) -> list[int]:
+        ids = self.engine.encode(task.prompt)
+        if self.max_prompt_tokens and len(ids) > self.max_prompt_tokens:
+            ids = ids[-self.max_prompt_tokens :]
+        if not ids:
+            raise FastCoderError(f"task {task.id}: empty prompt")
+        return ids
+
+    def corpus(self, task: BenchTask):
+        from fastcoder.bench.repo import RepoCorpus
+
+        key = str(task.repo)
+        if key not in self.corpora:
+            self.corpora[key] = RepoCorpus(task.repo, name=task.group)
+        return self.corpora[key]
+
+    def dr_for(self, task: BenchTask):
+        if task.repo is None:
+            return None
+        return self.corpus(task).dr_for(task, self.engine.tokenizer, self.fingerprint)
+
+    def session_for(self, variant: Variant, task: BenchTask):
+        from fastcoder.session import Session
+
+        if self.session_mode == "per-task" or task.group is None:
+            return Session(variant.config)
+        key = (variant.name, task.group)
+        if key not in self.sessions:
+            self.sessions[key] = Session(variant.config)
+        return self.sessions[key]
+
+    def sources(self, variant: Variant, dr):
+        from fastcoder.drafters import Sources
+
+        return Sources(dr=dr if variant.use_dr else None, dc=self.dc if variant.use_dc else None)
+
+    def warm_up(self, task: BenchTask) -> None:
+        """One short generation per variant (not recorded): kernels, token tables,
+        the cost curve and the search threads are ready before anything is timed."""
+        from fastcoder.session import Session
+
+        ids = self.prompt_ids(task)
+        dr = self.dr_for(task)
+        for v in self.variants:
+            cfg = v.config.replace(max_new_tokens=min(WARMUP_TOKENS, self.max_new_tokens))
+            self.engine.generate(ids, cfg, session=Session(cfg), sources=self.sources(v, dr), stop_fn=task.stop_fn())
+
+    def run_task(self, task: BenchTask, index: int, on_variant: Callable[[str], None] | None = None) -> dict[str, Any]:
+        ids = self.prompt_ids(task)
+        t0 = time.perf_counter()
+        dr = self.dr_for(task)
+        dr_s = time.perf_counter() - t0
+        order = list(self.variants)
+        k = index % len(order)
+        order = order[k:] + order[:k]
+        results: dict[str, Any] = {}
+        for v in order:
+            if on_variant is not None:
+                on_variant(v.name)
+            session = self.session_for(v, task)
+            gc.collect()
+            gen = self.engine.generate(ids, v.config, session=session, sources=self.sources(v, dr), stop_fn=task.stop_fn())
+            session.kv.reset()  # no KV prefix reuse across tasks: every prefill is a full prefill
+            stats = gen.stats.to_dict()
+            results[v.name] = {
+                "tokens": list(gen.tokens),
+                "text": gen.text,
+                "margins": [round(float(m), 4) for m in gen.margins[: len(gen.tokens)]],
+                "stats": stats,
+            }
+        record: dict[str, Any] = {
+            "id": task.id,
+            "index": index,
+            "task": task.describe(),
+            "prompt_tokens": len(ids),
+            "prompt_ids": ids,
+            "dr_tokens": int(dr.n_tokens) if dr is not None else 0,
+            "dr_build_s": round(dr_s, 4),
+            "order": [v.name for v in order],
+            "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else [],
+            "results": {v.name: results[v.name] for v in self.variants},
+        }
+        if self.pass_at_1 and task.problem is not None:
+            from fastcoder.bench.humaneval import passes
+
+            record["pass"] = {}
+            for name, r in record["results"].items():
+                ok, why = passes(task.problem, r["text"])
+                record["pass"][name] = {"passed": ok, "result": why[:200]}
+        return record

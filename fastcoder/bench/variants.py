@@ -1,0 +1,67 @@
+"""The decoding methods a benchmark compares, and the ablations of FastCoder.
+
+A variant is a name, a :class:`DecodeConfig` and which datastores it may search.
+REST gets D_c only; FastCoder gets D_r (when the suite has one) and D_c; the
+ablations (``--ablate``, the paper's Table II plus our live-context source) switch one
+part of FastCoder off at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastcoder.config import DecodeConfig
+from fastcoder.errors import FastCoderError
+
+BASE_METHODS = ("ar", "pld", "rest", "fastcoder")
+
+ABLATIONS: dict[str, tuple[str, dict]] = {
+    # name: (what it removes, DecodeConfig changes); "no-dr" drops D_r from the sources
+    "fastcoder-no-dr": ("without D_r", {}),
+    "fastcoder-no-cache": ("without the CACHE", {"use_cache": False}),
+    "fastcoder-no-skip": ("without skip tokens and the missing table", {"use_skip": False, "use_missing_table": False}),
+    "fastcoder-no-context": ("without the live context", {"use_context": False}),
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    config: DecodeConfig
+    use_dr: bool = False
+    use_dc: bool = False
+    label: str = ""
+
+    def describe(self) -> dict:
+        import dataclasses
+
+        cfg = {k: v for k, v in dataclasses.asdict(self.config).items() if k != "extra"}
+        return {"name": self.name, "label": self.label, "use_dr": self.use_dr, "use_dc": self.use_dc, "config": cfg}
+
+
+def parse_methods(text: str) -> list[str]:
+    names = [m.strip().lower() for m in text.split(",") if m.strip()]
+    bad = [m for m in names if m not in BASE_METHODS]
+    if bad:
+        raise FastCoderError(f"unknown method(s) {', '.join(bad)}; choose from {', '.join(BASE_METHODS)}")
+    if not names:
+        raise FastCoderError("--methods is empty")
+    seen: list[str] = []
+    for m in names:
+        if m not in seen:
+            seen.append(m)
+    if "ar" not in seen:  # every comparison is against AR
+        seen.insert(0, "ar")
+    return seen
+
+
+def make_variants(methods: list[str], *, ablate: bool, max_new_tokens: int, seed: int = 0) -> list[Variant]:
+    out = []
+    for m in methods:
+        cfg = DecodeConfig(method=m, max_new_tokens=max_new_tokens, seed=seed)
+        out.append(Variant(m, cfg, use_dr=(m == "fastcoder"), use_dc=m in ("rest", "fastcoder"), label=m))
+    if ablate:
+        for name, (label, changes) in ABLATIONS.items():
+            cfg = DecodeConfig(method="fastcoder", max_new_tokens=max_new_tokens, seed=seed, **changes)
+            out.append(Variant(name, cfg, use_dr=name != "fastcoder-no-dr", use_dc=True, label=f"FastCoder {label}"))
+    return out
