@@ -50,6 +50,10 @@ IndexedCb = Callable[[str, int, float], None]
 RemovedCb = Callable[[str], None]
 
 
+class Cancelled(Exception):
+    """Raised inside a build when :meth:`WorkspaceIndex.stop` was called."""
+
+
 @dataclass
 class OpenReport:
     """How :meth:`WorkspaceIndex.open` went: ``mode`` is ``"built"`` (full build) or
@@ -203,6 +207,12 @@ class WorkspaceIndex:
             elif ch.kind == "removed":
                 self._call(self.on_removed, self.relpath(ch.key))
 
+    def _progress(self, done: int, total: int) -> None:
+        """Progress of a build or reconcile; aborts it when stopping."""
+        if self._stopping:
+            raise Cancelled()
+        self._call(self.on_progress, done, total)
+
     def _scan(self) -> list[ScannedFile]:
         files: list[ScannedFile] = []
         for root in self.roots:
@@ -257,9 +267,8 @@ class WorkspaceIndex:
             src = read_source(f.path, self.repo.max_bytes)
             if src is not None:
                 contents.append((str(f.path), src))
-        total = len(contents)
-        self._call(self.on_progress, 0, total)
-        self.repo.build(contents, progress=lambda d, t: self._call(self.on_progress, d, t))
+        self._progress(0, len(contents))
+        self.repo.build(contents, progress=self._progress)
 
     def _reconcile(self, files: list[ScannedFile], report: bool = False) -> tuple[int, int]:
         """Bring the index in line with a scan: re-read files whose mtime or size
@@ -274,8 +283,8 @@ class WorkspaceIndex:
         gone = [k for k in self.repo.keys() if k not in now_keys and not self.repo.has_override(k)]
         changes: list[Change] = []
         if stale:
-            self._call(self.on_progress, 0, len(stale))
-            changes += self.repo.update_files(stale, progress=lambda d, t: self._call(self.on_progress, d, t))
+            self._progress(0, len(stale))
+            changes += self.repo.update_files(stale, progress=self._progress)
         if gone:
             changes += self.repo.remove_files(gone)
         if report:
@@ -341,6 +350,8 @@ class WorkspaceIndex:
                 self._status("error", f"file watching is off: {exc}")
             self.open()
             self._ready.set()
+        except Cancelled:
+            return
         except Exception as exc:
             log.exception("opening the repository index failed")
             self._ready.set()
@@ -367,6 +378,8 @@ class WorkspaceIndex:
                 if self.state == "error" and self.ready and self.watcher.running:
                     st = self.repo.stats()
                     self._status("ready", f"{st['files']} files, {st['tokens']} tokens")
+            except Cancelled:
+                return
             except Exception as exc:
                 log.exception("index update failed")
                 self._status("error", f"index update failed: {exc}")

@@ -12,7 +12,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 
 from fastcoder.datastore import TokenDatastore
 from test_indexer_support import phrase, write
