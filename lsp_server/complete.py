@@ -58,6 +58,13 @@ def typed_through(last: Suggestion | None, ctx: CursorContext) -> str | None:
     return rest if rest.strip() else None
 
 
+def drop_partial_line(text: str) -> str:
+    """A multi-line output cut by a limit ends mid-line: keep its whole lines."""
+    body = text.rstrip()
+    cut = body.rfind("\n")
+    return body[:cut] if cut > 0 and body[:cut].strip() else text
+
+
 class Completer:
     def __init__(
         self,
@@ -142,6 +149,7 @@ class Completer:
         prompt = build_prompt(
             tok, loaded.fim, ctx, settings.max_prompt_tokens,
             suffix_share=settings.suffix_share if loaded.fim else 0.0,
+            max_suffix_tokens=settings.max_suffix_tokens,
             sticky_start=doc.sticky_start,
         )  # fmt: skip
         doc.sticky_start = prompt.prefix_start
@@ -175,5 +183,7 @@ class Completer:
             if stop is not None:
                 text = text[:stop]
             gen.stats.stop_reason = "special_token"
+        if gen.stats.stop_reason in ("time_budget", "max_new_tokens") and ctx.mode == "block":
+            text = drop_partial_line(text)
         unit = document_indent_unit(ctx.prefix[-20000:] + ctx.suffix[:5000])
         return finalize(text, ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace), gen.stats

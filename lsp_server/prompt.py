@@ -3,9 +3,11 @@
 * With FIM tokens: ``<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>``;
   without: the prefix alone.
 * The context window is budgeted in tokens: ``maxPromptTokens`` split into a prefix
-  share and a suffix share (by default 75% / 25%; a short suffix leaves its unused
-  share to the prefix). Both are cut on line boundaries: the prefix keeps its last
-  whole lines, the suffix its first whole lines.
+  share and a suffix share (by default 75% / 25%, the suffix capped at
+  ``maxSuffixTokens``; a short suffix leaves its unused share to the prefix). Both are
+  cut on line boundaries: the prefix keeps its last whole lines, the suffix its first
+  whole lines. The suffix follows the cursor in the prompt, so every keystroke
+  prefills it again: that is why it is capped.
 * The prefix start is *sticky*: while the previous start still fits the budget it is
   kept, and when it must move it moves with some headroom. Consecutive keystrokes then
   give prompts with a long common token prefix, which the engine keeps in its KV cache
@@ -175,9 +177,12 @@ def build_prompt(
     max_prompt_tokens: int,
     *,
     suffix_share: float = 0.25,
+    max_suffix_tokens: int | None = None,
     sticky_start: int | None = None,
 ) -> Prompt:
-    """Token ids of the completion prompt for ``ctx`` within ``max_prompt_tokens``."""
+    """Token ids of the completion prompt for ``ctx`` within ``max_prompt_tokens``.
+
+    The suffix gets ``suffix_share`` of the budget, at most ``max_suffix_tokens``."""
     if fim is None:
         start, pids = cut_prefix(tokenizer, ctx.prefix, max_prompt_tokens, sticky_start)
         if not pids:  # an empty document: give the model something to start from
@@ -186,6 +191,8 @@ def build_prompt(
     special = [tokenizer.convert_tokens_to_ids(t) for t in (fim.prefix, fim.suffix, fim.middle)]
     budget = max(2, max_prompt_tokens - len(special))
     suffix_budget = int(budget * suffix_share)
+    if max_suffix_tokens is not None:
+        suffix_budget = min(suffix_budget, max_suffix_tokens)
     end, sids = cut_suffix(tokenizer, ctx.suffix, suffix_budget)
     prefix_budget = budget - len(sids)  # an unused suffix share goes to the prefix
     start, pids = cut_prefix(tokenizer, ctx.prefix, prefix_budget, sticky_start)

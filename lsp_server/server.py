@@ -109,7 +109,7 @@ class FastCoderServer(LanguageServer):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.roots: list[Path] = []
         self.started = time.monotonic()
-        self._status: tuple[str, str] = ("loading", "starting")
+        self._status: tuple[str, str] = ("", "")  # the last one sent
         self._progress_chain: asyncio.Future | None = None
         self._progress_token: str | None = None
         self._progress_n = 0
@@ -131,9 +131,13 @@ class FastCoderServer(LanguageServer):
             loop.call_soon_threadsafe(fn, *args)
 
     def status(self, state: str, message: str) -> None:
-        """Send ``fastcoder/status`` (thread-safe)."""
-        self._status = (state, message)
-        self.call_soon(self.protocol.notify, STATUS, {"state": state, "message": message})
+        """Send ``fastcoder/status`` when it changed (thread-safe)."""
+        self.call_soon(self._send_status, state, message)
+
+    def _send_status(self, state: str, message: str) -> None:
+        if (state, message) != self._status:
+            self._status = (state, message)
+            self.protocol.notify(STATUS, {"state": state, "message": message})
 
     def overall_status(self) -> tuple[str, str]:
         if self.host.state in ("loading", "idle"):
@@ -154,20 +158,21 @@ class FastCoderServer(LanguageServer):
 
     def _after_load(self, loaded: Any) -> None:
         self.registry.reset_all(self.settings.engine)
-        self.open_index(loaded.tokenizer)
+        self.open_index(loaded.tokenizer, loaded.fingerprint)
         self.status(*self.overall_status())
 
-    def open_index(self, tokenizer: Any, force: bool = False) -> None:
+    def open_index(self, tokenizer: Any, fingerprint: str, force: bool = False) -> None:
         """(Re)open D_r / D_c for ``tokenizer`` unless the current index already fits."""
         old = self.index
-        if old is not None and old.tokenizer is tokenizer and not force:
+        if old is not None and old.fingerprint == fingerprint and not force:
+            old.tokenizer = tokenizer
             return
         if old is not None:
             threading.Thread(target=old.close, name="fastcoder-index-close", daemon=True).start()
         s = self.settings
         self.index = WorkspaceIndex(
             tokenizer, self.roots, self._index_progress, self._index_status,
-            use_common=s.common_index, use_workspace=s.workspace_index,
+            fingerprint=fingerprint, use_common=s.common_index, use_workspace=s.workspace_index,
         )  # fmt: skip
         self.index.start()
         for doc in list(self.workspace.text_documents.values()):
@@ -397,7 +402,7 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
             ls.registry.cancel_all()
             ls.host.load(new.model, new.dtype, new.device)
         elif new.needs_reindex(old) and ls.host.loaded is not None:
-            ls.open_index(ls.host.loaded.tokenizer, force=True)
+            ls.open_index(ls.host.loaded.tokenizer, ls.host.loaded.fingerprint, force=True)
 
     # ========================================================================= completion
 

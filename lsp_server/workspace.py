@@ -53,10 +53,12 @@ class WorkspaceIndex:
         on_progress: ProgressFn,
         on_status: StatusFn,
         *,
+        fingerprint: str | None = None,
         use_common: bool = True,
         use_workspace: bool = True,
     ) -> None:
         self.tokenizer = tokenizer
+        self.fingerprint = fingerprint
         self.roots = [r for r in roots if r.is_dir()]
         self.use_common = use_common
         self.use_workspace = use_workspace
@@ -122,7 +124,7 @@ class WorkspaceIndex:
             if self.use_common:
                 try:
                     self._on_progress("report", None, "common code (D_c)")
-                    self.dc = _indexer().ensure_common(self.tokenizer, progress=False)
+                    self.dc = _indexer().ensure_common(self.tokenizer, progress=False, fingerprint=self.fingerprint)
                 except Exception as exc:
                     self._problem("D_c", exc)
             else:
@@ -134,7 +136,7 @@ class WorkspaceIndex:
             else:
                 try:
                     ws = _indexer().WorkspaceIndex(
-                        [str(r) for r in self.roots], self.tokenizer,
+                        [str(r) for r in self.roots], self.tokenizer, fingerprint=self.fingerprint,
                         on_progress=self._dr_progress, on_status=self._dr_status,
                     )  # fmt: skip
                     self.workspace, self.dr = ws, ws.source

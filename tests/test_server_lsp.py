@@ -339,6 +339,51 @@ async def test_cancel_request_answers_request_cancelled(client: LanguageClient, 
         await configure(client, maxNewTokens=16, method="fastcoder")
 
 
+async def test_newer_request_for_the_same_document_supersedes_the_older(client: LanguageClient, workspace):
+    uri = (workspace / "supersede.py").as_uri()
+    line = "def total(values):"
+    text = BODY.replace(line, line + "\n        ")
+    open_doc(client, uri, text)
+    slow = types.Position(line=_find(text, line).line + 1, character=8)  # see the cancel test
+    fast = _end_of(text, "    print(total(len(line) for line in config))")
+    await configure(client, maxNewTokens=4000, method="ar")
+    try:
+        older = asyncio.ensure_future(client.text_document_inline_completion_async(inline_params(uri, slow)))
+        while not older.done():
+            busy = (await stats(client))["model"]["busy"]
+            if busy and busy["task"] == f"completion {uri}":
+                break
+        assert not older.done()
+        await configure(client, maxNewTokens=16)
+        newer = asyncio.ensure_future(client.text_document_inline_completion_async(inline_params(uri, fast)))
+        t0 = time.monotonic()
+        result = await asyncio.wait_for(older, 30)
+        assert list(result.items) == [] and time.monotonic() - t0 < 2.0  # superseded: an empty answer
+        assert isinstance(await asyncio.wait_for(newer, 60), types.InlineCompletionList)
+        info = await stats(client)
+        assert info["outcomes"]["superseded"] >= 1
+        assert info["last"]["stopReason"] != "cancelled"  # the newer one ran to its end
+    finally:
+        await configure(client, maxNewTokens=16, method="fastcoder")
+
+
+async def test_disabled_server_answers_empty(client: LanguageClient, workspace):
+    uri = (workspace / "disabled.py").as_uri()
+    open_doc(client, uri, BODY)
+    pos = _end_of(BODY, "    config = read_config(sys.argv[1])")
+    await configure(client, enabled=False)
+    try:
+        before = (await stats(client))["total"]["generations"]
+        assert list((await client.text_document_inline_completion_async(inline_params(uri, pos))).items) == []
+        result = await client.text_document_completion_async(
+            types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=pos)
+        )
+        assert list(result.items) == []
+        assert (await stats(client))["total"]["generations"] == before
+    finally:
+        await configure(client, enabled=True)
+
+
 async def test_configuration_change_is_applied(client: LanguageClient, workspace):
     uri = (workspace / "config.py").as_uri()
     open_doc(client, uri, BODY)

@@ -351,3 +351,12 @@ def test_positions_outside_the_document_are_errors():
         offset_at(no_eol, types.Position(line=1, character=0))
     emoji = TextDocument("file:///z.py", "s = '😀'\n")
     assert offset_at(emoji, types.Position(line=0, character=7)) == 6  # utf-16 units
+
+
+def test_suffix_cap(tiny_tokenizer):
+    fim = detect_fim(tiny_tokenizer)
+    cursor = len("".join(LINES[:100]))
+    ctx = CursorContext(TEXT[:cursor], TEXT[cursor:])
+    p = build_prompt(tiny_tokenizer, fim, ctx, 2048, max_suffix_tokens=64)
+    assert 0 < p.suffix_tokens <= 64 and ctx.suffix[: p.suffix_end].endswith("\n")
+    assert len(p.ids) <= 2048
