@@ -204,7 +204,8 @@ def _probe(origin: str, python: Path | None, venv: Path | None, timeout: float) 
         try:
             info = interpreter_paths(python, timeout)
             env.site_dirs = _site_dirs_of(info)
-            env.prefix = Path(info.get("prefix") or venv or "") if (info.get("prefix") or venv) else None
+            prefix = info.get("prefix") or venv
+            env.prefix = Path(prefix) if prefix else None
             env.version = str(info.get("version", ""))
             if env.site_dirs:
                 return env
