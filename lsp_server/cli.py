@@ -57,7 +57,10 @@ def serve(args: argparse.Namespace) -> int:
         log.info("listening on %s:%d", host or "127.0.0.1", port_n)
         server.start_tcp(host or "127.0.0.1", port_n)
     else:
-        server.start_io()
+        # the protocol owns the real stdout; a stray print() anywhere must not corrupt it
+        protocol_out = sys.stdout.buffer
+        sys.stdout = sys.stderr
+        server.start_io(sys.stdin.buffer, protocol_out)
     # The model thread may be in the middle of a forward pass or a load; do not wait for it.
     code = 0 if server.protocol._shutdown else 1
     logging.shutdown()

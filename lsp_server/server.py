@@ -21,6 +21,7 @@ import asyncio
 import functools
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -349,6 +350,16 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
                 await asyncio.wait_for(asyncio.to_thread(ls.index.close), timeout=10.0)
             except (asyncio.TimeoutError, Exception) as exc:
                 log.warning("closing the index: %r", exc)
+
+    @server.feature(types.EXIT)
+    def exit_(ls: FastCoderServer, params: None) -> None:
+        # pygls closes the stream and exits; should a thread hold the process (a model
+        # load, TCP mode), this ends it a moment later
+        code = 0 if ls.protocol._shutdown else 1
+        ls.registry.cancel_all()
+        timer = threading.Timer(1.0, os._exit, args=(code,))
+        timer.daemon = True
+        timer.start()
 
     # ========================================================================= documents
 
