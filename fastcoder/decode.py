@@ -126,6 +126,8 @@ def generate(
         drafter.start(st)
         done = config.max_new_tokens <= 0 or commit([first])
         st.tokens.extend(out)
+        if out:  # the prefill's token is output too: drafters must see it
+            drafter.update(st, DraftTree(), [], list(out))
         calibration = 0.5
         while not done:
             if cancel is not None and cancel.is_set():

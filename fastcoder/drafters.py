@@ -257,6 +257,7 @@ class ReuseDrafter(FastCoderDrafter):
         super().__init__(sources, pool)
         self.ref = [int(t) for t in reference]  # drafted as a chain, not via the live index
         self.pos: int | None = start
+        self.anchor = start  # the last position known to be in sync
 
     def draft(self, st: DraftState, max_nodes: int) -> DraftTree:
         limit = max(st.config.reuse_max_tokens, max_nodes)
@@ -268,8 +269,13 @@ class ReuseDrafter(FastCoderDrafter):
         super().update(st, tree, accepted, new_tokens)
         if self.pos is not None and self.ref[self.pos : self.pos + len(new_tokens)] == list(new_tokens):
             self.pos += len(new_tokens)
+            self.anchor = self.pos
             return
-        self.pos = resync(self.ref, st.output, self.pos or 0, st.config.reuse_resync_tokens)
+        # re-sync to the nearest occurrence after the last in-sync position, never back
+        # to an earlier copy in repetitive code
+        self.pos = resync(self.ref, st.output, self.anchor, st.config.reuse_resync_tokens)
+        if self.pos is not None:
+            self.anchor = self.pos
 
 
 def resync(ref: Sequence[int], output: Sequence[int], after: int, n: int) -> int | None:
