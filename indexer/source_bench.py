@@ -231,3 +231,184 @@ def report_only(out: Path, names: list[str]) -> str:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# --------------------------------------------------------------------------------------
+# replay: acceptance without running the model once per variant
+# --------------------------------------------------------------------------------------
+
+
+class OracleVerifier:
+    """Stands in for :class:`fastcoder.verifier.Verifier` when the greedy output is
+    known: a step accepts the longest tree path that equals the reference (exactly what
+    greedy tree verification accepts when the model's choices are the reference's) and
+    the next reference token is the bonus. The real decode loop, drafters, sessions,
+    cost-curve trimming and stop rules run unchanged, so the accepted lengths are
+    those of a real run whose model output is the reference."""
+
+    record_margins = False
+
+    def __init__(self, model: Any, reference: list[int], eos: int) -> None:
+        self.model = model
+        self.ref = list(reference)
+        self.eos = eos
+        self.pos = 0
+
+    def prefill(self, kv: Any, prompt_ids: Any):
+        self.pos = 1
+        return (self.ref[0] if self.ref else self.eos), len(prompt_ids), None
+
+    def step(self, kv: Any, root: int, tree: Any):
+        from fastcoder.verifier import StepResult
+
+        children: dict[int, list[int]] = {}
+        for i, parent in enumerate(tree.parents):
+            children.setdefault(parent, []).append(i)
+        node, p, accepted = -1, self.pos, []
+        while p < len(self.ref):
+            nxt = next((i for i in children.get(node, []) if tree.tokens[i] == self.ref[p]), None)
+            if nxt is None:
+                break
+            accepted.append(nxt)
+            node, p = nxt, p + 1
+        bonus = self.ref[p] if p < len(self.ref) else self.eos
+        self.pos = p + 1
+        return StepResult(accepted, bonus)
+
+
+def replay_main(argv: list[str] | None = None) -> int:
+    """``python -c 'from indexer.source_bench import replay_main; replay_main()' ...``:
+    greedy reference outputs from the real model (one lossless run per task, saved in
+    OUT/reference.jsonl and reused; AR outputs of OUT/tasks.jsonl where present), then
+    every variant replayed against them with :class:`OracleVerifier`. Speed is
+    estimated from the measured cost curve: decode time = sum over steps of c(tree
+    size) + the measured retrieval time, against c(0) per token for AR."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--limit", type=int, default=10)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--max-prompt-tokens", type=int, default=1024)
+    ap.add_argument("--common", action="append", default=[], metavar="NAME=PATH")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    from fastcoder.bench.cli import repo_suite
+    from fastcoder.bench.projects import load_projects
+    from fastcoder.bench.runner import Harness, read_results
+    from fastcoder.bench.variants import Variant
+    from fastcoder.config import DecodeConfig
+    from fastcoder.decode import generate
+    from fastcoder.drafters import Sources, make_drafter
+    from fastcoder.engine import Engine
+    from fastcoder.models import load_model
+    from fastcoder.session import Session
+    from indexer.common import ensure_common, load_common
+    from indexer.shards import ShardedStore
+
+    tasks, corpora = repo_suite(None, args.limit, args.seed, progress=False)
+    loaded = load_model(args.model, dtype=args.dtype, device="cpu", progress=False)
+    engine = Engine.from_loaded(loaded)
+    tok, fp = loaded.tokenizer, loaded.fingerprint
+    commons = {}
+    for spec in args.common or ["stdlib"]:
+        name, _, path = spec.partition("=")
+        store = ensure_common(tok, progress=False, fingerprint=fp) if not path else load_common(path, fingerprint=fp)
+        commons[name] = ShardedStore([store])
+    projects, _ = load_projects()
+    dds = {p.name: project_deps(p, tok, fp) for p in projects}
+    n = args.max_new_tokens
+    last = list(commons)[-1]
+    roles = {f"rest-{c}": (c, False, "rest") for c in commons}
+    roles["rest-dd"] = ("dd", False, "rest")
+    roles.update({f"fastcoder-{c}": (c, False, "fastcoder") for c in commons})
+    roles[f"fastcoder-{last}+dd"] = (last, True, "fastcoder")
+    roles[f"fastcoder-nodc+dd"] = (None, True, "fastcoder")
+    roles["fastcoder-nodc"] = (None, False, "fastcoder")
+
+    def sources_for(name: str, group: str, dr: Any) -> Any:
+        dc_name, with_dd, method = roles[name]
+        dd = dds.get(group)
+        if method == "rest":
+            return Sources(dc=dd if dc_name == "dd" else commons[dc_name])
+        return Sources(dr=dr, dc=commons[dc_name] if dc_name else None, dd=dd if with_dd else None)
+
+    harness = Harness(engine, [], None, n, args.max_prompt_tokens, corpora=dict(corpora), fingerprint=fp)
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    refs: dict[str, list[int]] = {}
+    for r in read_results(out):
+        refs[r["id"]] = r["results"]["ar"]["tokens"]
+    ref_file = out / "reference.jsonl"
+    if ref_file.is_file():
+        for line in ref_file.read_text().splitlines():
+            rec = json.loads(line)
+            refs.setdefault(rec["id"], rec["tokens"])
+    curve = engine.cost_curve()
+    eos = tok.eos_token_id if tok.eos_token_id is not None else 0
+    # 1. references (the real model; the fastest lossless variant)
+    for i, task in enumerate(tasks):
+        if task.id in refs:
+            continue
+        t0 = time.perf_counter()
+        ids = harness.prompt_ids(task)
+        dr = harness.dr_for(task)
+        cfg = DecodeConfig(method="fastcoder", max_new_tokens=n, seed=args.seed)
+        gen = engine.generate(ids, cfg, session=Session(cfg), sources=sources_for(f"fastcoder-{last}+dd", task.group, dr),
+                              stop_fn=task.stop_fn())
+        refs[task.id] = list(gen.tokens)
+        with open(ref_file, "a") as fh:
+            fh.write(json.dumps({"id": task.id, "tokens": gen.tokens, "source": "fastcoder (lossless) run"}) + "\n")
+        log.info("reference %d/%d %s: %d tokens, %.0f s", i + 1, len(tasks), task.id, len(gen.tokens), time.perf_counter() - t0)
+    # 2. replay every variant (sessions per (variant, project), as the bench does)
+    names = list(roles)
+    sessions: dict[tuple[str, str], Any] = {}
+    rows: dict[str, dict[str, float]] = {nm: {"tokens": 0, "steps": 0, "est_s": 0.0, "retr_s": 0.0, "searches": 0} for nm in names + ["ar"]}
+    per_source: dict[str, dict[str, int]] = {}
+    for task in tasks:
+        ref = refs[task.id]
+        ids = harness.prompt_ids(task)
+        dr = harness.dr_for(task)
+        toks = max(len(ref) - 1, 0)
+        rows["ar"]["tokens"] += toks
+        rows["ar"]["steps"] += toks
+        rows["ar"]["est_s"] += toks * curve.cost(0)
+        for nm in names:
+            method = roles[nm][2]
+            cfg = DecodeConfig(method=method, max_new_tokens=n, seed=args.seed)
+            ses = sessions.setdefault((nm, task.group or ""), Session(cfg))
+            drafter = make_drafter(cfg, sources_for(nm, task.group, dr), pool=engine.pool)
+            oracle = OracleVerifier(loaded.model, ref, eos)
+            gen = generate(oracle, tok, drafter, ids, cfg, session=ses, stop_fn=task.stop_fn(), cost_curve=curve)
+            if list(gen.tokens) != list(ref):
+                log.warning("%s on %s: replay output differs from the reference (stop rule?)", nm, task.id)
+            st = gen.stats
+            row = rows[nm]
+            row["tokens"] += max(st.new_tokens - 1, 0)
+            row["steps"] += st.forward_steps
+            row["est_s"] += sum(curve.cost(k) for k in st.draft_sizes) + st.retrieval_s
+            row["retr_s"] += st.search_wall_s
+            row["searches"] += st.searches
+            acc = per_source.setdefault(nm, {})
+            for src, c in st.accepted_by_source.items():
+                acc[src] = acc.get(src, 0) + int(c)
+        log.info("replayed %s", task.id)
+    ar_ms = 1000 * rows["ar"]["est_s"] / max(1, rows["ar"]["tokens"])
+    summary = {}
+    for nm, row in rows.items():
+        ms = 1000 * row["est_s"] / max(1, row["tokens"])
+        summary[nm] = {"mean_accept_len": row["tokens"] / max(1, row["steps"]), "est_ms_per_token": ms, "est_speedup": ar_ms / ms,
+                       "retrieval_ms_per_search": 1000 * row["retr_s"] / max(1, row["searches"]),
+                       "accepted_by_source": per_source.get(nm, {})}
+    (out / "replay_report.json").write_text(json.dumps({"tasks": len(tasks), "max_new_tokens": n, "summary": summary,
+                                                        "cost_curve": {"ks": list(curve.ks), "seconds": list(curve.seconds)},
+                                                        "commons": {k: v.n_tokens for k, v in commons.items()},
+                                                        "dd_tokens": {k: v.n_tokens for k, v in dds.items()}}, indent=1))
+    lines = ["| variant | mean accepted length | est. speedup vs AR (cost curve) | accepted tokens by source |", "|---|---|---|---|"]
+    for nm, m in summary.items():
+        lines.append(f"| {nm} | {m['mean_accept_len']:.2f} | {m['est_speedup']:.2f}x | {m['accepted_by_source']} |")
+    print("\n".join(lines))
+    engine.close()
+    return 0
