@@ -141,6 +141,7 @@ class Sample:
     gap_left: float  # time the user leaves before the next keystroke
     typed_through: bool
     model_ran: bool
+    early: bool = False  # answered with the first lines while the block went on
     new_tokens: int = 0
     prefill_tokens: int = 0
     prompt_tokens: int = 0
@@ -243,6 +244,7 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
             text_document=types.TextDocumentItem(uri=uri, language_id="python", version=version, text=buffer)
         )
     )
+    await asyncio.sleep(args.first_pause)  # the user looks at the file before typing (real time)
     rng = random.Random(args.seed)
     keys = keystrokes(task.body, rng, autoclose=not args.no_autoclose)
     if args.max_keys:
@@ -272,13 +274,14 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
             seconds = time.perf_counter() - t0
             after = await stats()
             tt = after["outcomes"].get("typed_through", 0) > before["outcomes"].get("typed_through", 0)
+            early = after["outcomes"].get("early", 0) > before["outcomes"].get("early", 0)
             gens = after["total"]["generations"] - before["total"]["generations"]
             last = after.get("last") or {}
             gap = keys[idx - 1].gap if idx > 0 else args.first_pause
             samples.append(
                 Sample(
                     index=len(samples), seconds=seconds, text=text, expected=task.body[typed:],
-                    gap_left=gap - DEBOUNCE_S, typed_through=tt, model_ran=gens > 0,
+                    gap_left=gap - DEBOUNCE_S, typed_through=tt, model_ran=gens > 0 or early, early=early,
                     new_tokens=last.get("newTokens", 0) if gens else 0,
                     prefill_tokens=last.get("prefillTokens", 0) if gens else 0,
                     prompt_tokens=last.get("promptTokens", 0) if gens else 0, error=err,
@@ -287,7 +290,7 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
             before = after
             if args.verbose:
                 s = samples[-1]
-                print(f"#{s.index:3d} {1000 * s.seconds:6.0f} ms {'TT' if tt else '  '} "
+                print(f"#{s.index:3d} {1000 * s.seconds:6.0f} ms {'TT' if tt else ('EA' if early else '  ')} "
                       f"{'OK' if s.exact else ('L1' if s.first_line else '  ')} {s.text[:60]!r} | {s.expected[:40]!r}")  # fmt: skip
         if idx == len(keys):
             break
@@ -338,6 +341,7 @@ def summarize(run: dict[str, Any]) -> dict[str, Any]:
         "later": lat(later),
         "later_model": lat([s for s in later if s.model_ran]),
         "later_typed_through": lat([s for s in later if s.typed_through]),
+        "later_early": lat([s for s in later if s.early]),
         "later_one_line": lat([s for s in later if s.one_line]),
         "later_one_line_model": lat([s for s in later if s.one_line and s.model_ran]),
         "suggestions": len(shown),
@@ -369,6 +373,7 @@ def print_summary(name: str, s: dict[str, Any]) -> None:
     print(row("later requests", s["later"]))
     print(row("  that ran the model", s["later_model"]))
     print(row("  typed-through (no model)", s["later_typed_through"]))
+    print(row("  answered early (block)", s["later_early"]))
     print(row("  one-line suggestions", s["later_one_line"]))
     print(row("  one-line, model ran", s["later_one_line_model"]))
     print(f"  suggestions {s['suggestions']} (empty {s['empty']}, errors {s['errors']}); match what was typed next: "
@@ -402,7 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-common", action="store_true", help="no D_c (stdlib datastore)")
     ap.add_argument("--no-autoclose", action="store_true", help="the editor does not auto-close brackets")
     ap.add_argument("--max-keys", type=int, default=0, help="type only this many keystrokes")
-    ap.add_argument("--first-pause", type=float, default=1.0, help="seconds the user waits before typing")
+    ap.add_argument("--first-pause", type=float, default=1.0,
+                    help="seconds (real time) the user looks at the opened file before typing")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ready-timeout", type=float, default=900)
     ap.add_argument("--json", type=Path, help="write the summary (and every sample) here")

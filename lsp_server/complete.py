@@ -18,6 +18,7 @@ One request, in order:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -28,7 +29,7 @@ from fastcoder.stats import GenStats
 from lsp_server.metrics import ServerMetrics
 from lsp_server.model_host import ModelHost
 from lsp_server.postprocess import document_indent_unit, finalize
-from lsp_server.prompt import CursorContext, build_prompt, fim_special_ids
+from lsp_server.prompt import CursorContext, build_prompt, encode, fim_special_ids
 from lsp_server.sessions import DocumentState, Inflight, SessionRegistry, Suggestion
 from lsp_server.settings import ServerSettings
 from lsp_server.stops import make_stop_fn
@@ -100,36 +101,81 @@ class Completer:
                 inflight.superseded = True
                 inflight.cancel.set()
                 self.metrics.outcome("superseded")
-            inflight = Inflight(key)
+            loop = asyncio.get_running_loop()
+            inflight = Inflight(key, early=loop.create_future())
             inflight.future = self.host.submit(
-                self._generate, inflight, doc, ctx, settings, self.host.generation, label=f"completion {doc.uri}"
-            )
+                self._generate, inflight, doc, ctx, settings, self.host.generation, loop,
+                label=f"completion {doc.uri}",
+            )  # fmt: skip
+            inflight.future.add_done_callback(functools.partial(self._finished, inflight, doc, ctx))
             doc.inflight = inflight
         else:
             self.metrics.outcome("shared")
         inflight.waiters += 1
         try:
-            text, stats = await asyncio.shield(inflight.future)
+            # the whole answer, or (block mode, slow model) its first lines while the rest
+            # is still being generated
+            await asyncio.wait({inflight.future, inflight.early}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             inflight.waiters -= 1
             if inflight.waiters <= 0:
                 inflight.cancel.set()  # nobody waits any more: stop the engine
-                if doc.inflight is inflight:
-                    doc.inflight = None
             self.metrics.outcome("cancelled")
             raise
         inflight.waiters -= 1
-        if doc.inflight is inflight and inflight.future.done():
-            doc.inflight = None
+        early = not inflight.future.done()
+        text, stats = inflight.early.result() if early else inflight.future.result()
         seconds = time.perf_counter() - t0
         if text is None:
             reason = "loading" if not self.host.ready else "superseded"
             return Outcome("", ctx.mode, reason, stats, seconds)
+        self.metrics.latency(seconds)
+        self.metrics.outcome("early" if early else ("suggestion" if text else "empty"))
+        return Outcome(text, ctx.mode, ("early" if early else "ok") if text else "empty", stats, seconds)
+
+    def _finished(self, inflight: Inflight, doc: DocumentState, ctx: CursorContext, fut: "asyncio.Future[Any]") -> None:
+        """Loop thread, when a generation ends: remember its suggestion for typed-through."""
+        if doc.inflight is inflight:
+            doc.inflight = None
+        if fut.cancelled() or fut.exception() is not None:
+            return
+        text, _stats = fut.result()
         if text:
             doc.last = Suggestion(ctx.prefix, ctx.suffix, ctx.mode, text)
-        self.metrics.latency(seconds)
-        self.metrics.outcome("suggestion" if text else "empty")
-        return Outcome(text, ctx.mode, "ok" if text else "empty", stats, seconds)
+
+    def _publish_early(self, inflight: Inflight, doc: DocumentState, ctx: CursorContext, text: str) -> None:
+        """Loop thread: the first lines of a block are ready; the generation goes on."""
+        if inflight.early is None or inflight.early.done() or inflight.cancel.is_set():
+            return
+        inflight.early.set_result((text, None))
+        if inflight.future is None or not inflight.future.done():
+            doc.last = Suggestion(ctx.prefix, ctx.suffix, ctx.mode, text)
+
+    # ------------------------------------------------------------------ warm-up
+    def warm(self, doc: DocumentState, text: str) -> None:
+        """Prefill a just-opened document in the background (model thread, when idle), so
+        the first completion in it prefills only what follows the cursor. Only for a
+        document whose start stays in the prompt (it fits the prefix budget)."""
+        settings = self.settings()
+        if self.host.ready and settings.enabled and settings.warm_on_open:
+            self.host.submit(self._warm, doc, text, self.host.generation, label=f"warm {doc.uri}")
+
+    def _warm(self, doc: DocumentState, text: str, generation: int) -> None:
+        engine, loaded = self.host.engine, self.host.loaded
+        settings = self.settings()
+        if engine is None or loaded is None or self.host.generation != generation or doc.session.kv.ids:
+            return
+        tok = engine.tokenizer
+        budget = settings.max_prompt_tokens - 3 - settings.max_suffix_tokens
+        head = [tok.convert_tokens_to_ids(loaded.fim.prefix)] if loaded.fim else []
+        ids = head + encode(tok, text[: (budget + 1) * 12])
+        if len(ids) > budget or len(ids) < 2:
+            return
+        for k in range(256, len(ids) + 256, 256):
+            if self.host.waiting():
+                return  # a request is waiting: give way (what is prefilled so far stays)
+            engine.verifier.prefill(doc.session.kv, ids[: min(k, len(ids))])
+        self.metrics.outcome("warmed")
 
     # ------------------------------------------------------------------ model thread
     def special_ids(self, tokenizer: Any) -> set[int]:
@@ -139,7 +185,13 @@ class Completer:
         return self._special[key]
 
     def _generate(
-        self, inflight: Inflight, doc: DocumentState, ctx: CursorContext, settings: ServerSettings, generation: int
+        self,
+        inflight: Inflight,
+        doc: DocumentState,
+        ctx: CursorContext,
+        settings: ServerSettings,
+        generation: int,
+        loop: asyncio.AbstractEventLoop,
     ) -> tuple[str | None, GenStats | None]:
         """Runs in the model thread. (None, stats) when cancelled or superseded."""
         engine, loaded = self.host.engine, self.host.loaded
@@ -153,7 +205,24 @@ class Completer:
             sticky_start=doc.sticky_start,
         )  # fmt: skip
         doc.sticky_start = prompt.prefix_start
-        stop_fn = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines)
+        rules = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines)
+        unit = document_indent_unit(ctx.prefix[-20000:] + ctx.suffix[:5000])
+        early_s = settings.early_answer_s if ctx.mode == "block" else None
+        t_start = time.perf_counter()
+        published = False
+
+        def stop_fn(text: str) -> int | None:
+            nonlocal published
+            cut = rules(text)
+            if cut is None and early_s is not None and not published and time.perf_counter() - t_start >= early_s:
+                nl = text.rfind("\n")
+                if nl > 0 and text[:nl].strip():  # whole lines so far: answer with them now
+                    first = finalize(text[:nl], ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace)
+                    if first:
+                        published = True
+                        loop.call_soon_threadsafe(self._publish_early, inflight, doc, ctx, first)
+            return cut
+
         special = self.special_ids(tok)
         hit_special = threading.Event()
 
@@ -179,11 +248,10 @@ class Completer:
         cut = next((i for i, t in enumerate(gen.tokens) if t in special), None)
         if cut is not None:
             text = tok.decode(gen.tokens[:cut], skip_special_tokens=True)
-            stop = stop_fn(text)
+            stop = rules(text)
             if stop is not None:
                 text = text[:stop]
             gen.stats.stop_reason = "special_token"
         if gen.stats.stop_reason in ("time_budget", "max_new_tokens") and ctx.mode == "block":
             text = drop_partial_line(text)
-        unit = document_indent_unit(ctx.prefix[-20000:] + ctx.suffix[:5000])
         return finalize(text, ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace), gen.stats

@@ -35,6 +35,8 @@ class ModelHost:
         self.generation = 0  # bumped at every successful load
         self.load_s: float | None = None
         self.busy: tuple[str, float] | None = None  # the job running in the model thread
+        self._queued = 0
+        self._queue_lock = threading.Lock()
 
     @property
     def ready(self) -> bool:
@@ -91,9 +93,17 @@ class ModelHost:
     def submit(self, fn: Callable[..., Any], *args: Any, label: str = "") -> "asyncio.Future[Any]":
         """Run ``fn(*args)`` in the model thread; an awaitable for its result.
         ``label`` names the job in :meth:`describe` while it runs."""
+        with self._queue_lock:
+            self._queued += 1
         return asyncio.wrap_future(self._executor.submit(self._labelled, label or getattr(fn, "__name__", "job"), fn, *args))
 
+    def waiting(self) -> int:
+        """Jobs queued behind the one that runs (background work gives way to them)."""
+        return self._queued
+
     def _labelled(self, label: str, fn: Callable[..., Any], *args: Any) -> Any:
+        with self._queue_lock:
+            self._queued -= 1
         self.busy = (label, time.monotonic())
         try:
             return fn(*args)

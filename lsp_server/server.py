@@ -161,6 +161,10 @@ class FastCoderServer(LanguageServer):
         self.registry.reset_all(self.settings.engine)
         self.open_index(loaded.tokenizer, loaded.fingerprint)
         self.status(*self.overall_status())
+        for doc in list(self.workspace.text_documents.values()):
+            state = self.registry.get(doc.uri)
+            if state is not None:
+                self.completer.warm(state, doc.source)
 
     def open_index(self, tokenizer: Any, fingerprint: str, force: bool = False) -> None:
         """(Re)open D_r / D_c for ``tokenizer`` unless the current index already fits."""
@@ -367,16 +371,19 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
     @_quiet
     def did_open(ls: FastCoderServer, params: types.DidOpenTextDocumentParams) -> None:
         doc = ls.workspace.get_text_document(params.text_document.uri)
-        ls.registry.open(doc.uri, ls.settings.engine)
+        state = ls.registry.open(doc.uri, ls.settings.engine)
         ls._schedule_buffer(doc.uri, 0.0)
+        ls.completer.warm(state, doc.source)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     @_quiet
     def did_change(ls: FastCoderServer, params: types.DidChangeTextDocumentParams) -> None:
         doc = ls.workspace.get_text_document(params.text_document.uri)
         state = ls.registry.get(doc.uri)
-        if state is not None and state.inflight is not None:
-            # the text moved on: a generation for the old text is wasted work
+        if state is not None and state.inflight is not None and state.inflight.waiters > 0:
+            # the text moved on: the answer someone waits for would be stale. (A block
+            # that goes on after an early answer is left alone: the user may be typing
+            # through it; the next request supersedes it otherwise.)
             state.inflight.superseded = True
             state.inflight.cancel.set()
         ls._schedule_buffer(doc.uri)
@@ -502,7 +509,10 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
 
             gen = engine.generate(
                 prompt.ids,
-                settings.decode_config(max_new_tokens=settings.max_body_tokens, time_budget_s=None),
+                settings.decode_config(
+                    max_new_tokens=settings.max_body_tokens,
+                    time_budget_s=None if settings.body_time_budget_ms is None else settings.body_time_budget_ms / 1000,
+                ),
                 session=Session(settings.engine),
                 sources=ls.index.sources() if ls.index is not None else None,
                 stop_fn=make_stop_fn("block", ctx.line_prefix, ctx.following_lines),

@@ -47,6 +47,7 @@ class Inflight:
     key: tuple
     cancel: threading.Event = field(default_factory=threading.Event)
     future: "asyncio.Future[Any] | None" = None
+    early: "asyncio.Future[Any] | None" = None  # the first lines of a block, before the rest
     waiters: int = 0
     superseded: bool = False
 

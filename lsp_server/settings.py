@@ -26,8 +26,15 @@ maxSuffixTokens    128                          cap on the suffix: in a FIM prom
                                                 cursor, so every keystroke prefills it again (measured on
                                                 this CPU, bf16: ~250 ms for 128 tokens, ~900 ms for 512)
 maxBodyTokens      256                          cap for "Generate function body"
+bodyTimeBudgetMs   30000                        time limit for it (null/0: none); a cut body keeps whole lines
 reuseSuggestions   true                         answer from the last suggestion when the user typed
                                                 exactly what it proposed (no model call)
+earlyAnswerMs      400                          multi-line mode: once this long has passed, answer at the
+                                                next line end with the lines so far; the block goes on in
+                                                the background and is offered as the user types through it
+                                                (null: wait for the block's end or timeBudgetMs)
+warmOnOpen         true                         prefill an opened document in the background (when the
+                                                model is idle), so the first completion in it is fast
 workspaceIndex     true                         use D_r, the index of the workspace folders
 commonIndex        true                         use D_c, the standard library (built once per tokenizer)
 engine             ``{}``                       any :class:`fastcoder.config.DecodeConfig` field
@@ -78,7 +85,10 @@ class ServerSettings:
     suffix_share: float = 0.25
     max_suffix_tokens: int = 128
     max_body_tokens: int = 256
+    body_time_budget_ms: int | None = 30000
     reuse_suggestions: bool = True
+    early_answer_ms: int | None = 400
+    warm_on_open: bool = True
     workspace_index: bool = True
     common_index: bool = True
     keep_whitespace: bool = False
@@ -143,9 +153,17 @@ class ServerSettings:
                 raise SettingsError(f"time_budget_ms must be a number or null, got {self.time_budget_ms!r}")
             if self.time_budget_ms <= 0:
                 self.time_budget_ms = None
+        if self.early_answer_ms is not None:
+            if isinstance(self.early_answer_ms, bool) or not isinstance(self.early_answer_ms, (int, float)) or self.early_answer_ms < 0:
+                raise SettingsError(f"early_answer_ms must be a number >= 0 or null, got {self.early_answer_ms!r}")
+        if self.body_time_budget_ms is not None:
+            if isinstance(self.body_time_budget_ms, bool) or not isinstance(self.body_time_budget_ms, (int, float)):
+                raise SettingsError(f"body_time_budget_ms must be a number or null, got {self.body_time_budget_ms!r}")
+            if self.body_time_budget_ms <= 0:
+                self.body_time_budget_ms = None
         if not isinstance(self.suffix_share, (int, float)) or not 0.0 <= self.suffix_share <= 0.9:
             raise SettingsError(f"suffix_share must be between 0 and 0.9, got {self.suffix_share!r}")
-        for name in ("enabled", "reuse_suggestions", "workspace_index", "common_index", "keep_whitespace"):
+        for name in ("enabled", "reuse_suggestions", "warm_on_open", "workspace_index", "common_index", "keep_whitespace"):
             if not isinstance(getattr(self, name), bool):
                 raise SettingsError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.python_path is None:
@@ -158,6 +176,10 @@ class ServerSettings:
 
     def needs_reindex(self, other: "ServerSettings") -> bool:
         return any(getattr(self, k) != getattr(other, k) for k in REINDEX_KEYS)
+
+    @property
+    def early_answer_s(self) -> float | None:
+        return None if self.early_answer_ms is None else self.early_answer_ms / 1000.0
 
     @property
     def time_budget_s(self) -> float | None:

@@ -102,8 +102,9 @@ async def start_client(model_dir, workspace, options: dict[str, Any] | None = No
         client.applied_edits.append(params)  # type: ignore[attr-defined]
         return types.ApplyWorkspaceEditResult(applied=True)
 
+    # deterministic answers: no early answers by time, no background warm-up (tested on their own)
     opts = {"model": str(model_dir), "dtype": "float32", "device": "cpu", "maxNewTokens": 16,
-            "timeBudgetMs": 0, "method": "fastcoder"}  # fmt: skip
+            "timeBudgetMs": 0, "method": "fastcoder", "earlyAnswerMs": None, "warmOnOpen": False}  # fmt: skip
     opts.update(options or {})
     client.init_result = await client.initialize_session(  # type: ignore[attr-defined]
         types.InitializeParams(
@@ -382,6 +383,49 @@ async def test_disabled_server_answers_empty(client: LanguageClient, workspace):
         assert (await stats(client))["total"]["generations"] == before
     finally:
         await configure(client, enabled=True)
+
+
+async def test_slow_block_is_answered_early_with_its_first_lines(client: LanguageClient, workspace):
+    uri = (workspace / "early.py").as_uri()
+    line = "def total(values):"
+    text = BODY.replace(line, line + "\n        ")
+    open_doc(client, uri, text)
+    pos = types.Position(line=_find(text, line).line + 1, character=8)  # see the cancel test
+    await configure(client, maxNewTokens=300, method="ar", earlyAnswerMs=0)
+    try:
+        first = await client.text_document_inline_completion_async(inline_params(uri, pos))
+        (item,) = first.items
+        info = await stats(client)
+        assert info["outcomes"].get("early") == 1
+        assert "\n" not in item.insert_text or item.insert_text.count("\n") < 300
+        # the block goes on in the background; once done, it is offered at the same place
+        deadline = time.monotonic() + 120
+        while (await stats(client))["model"]["busy"] is not None and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        again = await client.text_document_inline_completion_async(inline_params(uri, pos))
+        (full,) = again.items
+        assert full.insert_text.startswith(item.insert_text) and len(full.insert_text) > len(item.insert_text)
+        assert (await stats(client))["outcomes"]["typed_through"] >= 1
+    finally:
+        await configure(client, maxNewTokens=16, method="fastcoder", earlyAnswerMs=None)
+
+
+async def test_opened_document_is_prefilled_in_the_background(client: LanguageClient, workspace):
+    uri = (workspace / "warm.py").as_uri()
+    await configure(client, warmOnOpen=True)
+    try:
+        warmed = (await stats(client))["outcomes"].get("warmed", 0)
+        open_doc(client, uri, BODY)
+        deadline = time.monotonic() + 60
+        while (await stats(client))["outcomes"].get("warmed", 0) == warmed and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        pos = _end_of(BODY, "    config = read_config(sys.argv[1])")
+        await client.text_document_inline_completion_async(inline_params(uri, pos))
+        last = (await stats(client))["last"]
+        # the first completion in the document prefills only the end of its prompt
+        assert last["prefillTokens"] * 2 < last["promptTokens"], last
+    finally:
+        await configure(client, warmOnOpen=False)
 
 
 async def test_configuration_change_is_applied(client: LanguageClient, workspace):

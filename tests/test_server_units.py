@@ -360,3 +360,11 @@ def test_suffix_cap(tiny_tokenizer):
     p = build_prompt(tiny_tokenizer, fim, ctx, 2048, max_suffix_tokens=64)
     assert 0 < p.suffix_tokens <= 64 and ctx.suffix[: p.suffix_end].endswith("\n")
     assert len(p.ids) <= 2048
+
+
+def test_a_multi_line_output_cut_by_a_limit_keeps_whole_lines():
+    from lsp_server.complete import drop_partial_line
+
+    assert drop_partial_line("x = 1\n    y = fo") == "x = 1"
+    assert drop_partial_line("x = fo") == "x = fo"  # one line: a prefix of the model's line
+    assert drop_partial_line("\n    y = fo") == "\n    y = fo"
