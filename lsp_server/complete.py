@@ -59,6 +59,11 @@ def typed_through(last: Suggestion | None, ctx: CursorContext) -> str | None:
     return rest if rest.strip() else None
 
 
+def _log_failure(fut: "asyncio.Future[Any]") -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.warning("background job failed: %r", fut.exception())
+
+
 def drop_partial_line(text: str) -> str:
     """A multi-line output cut by a limit ends mid-line: keep its whole lines."""
     body = text.rstrip()
@@ -158,7 +163,8 @@ class Completer:
         document whose start stays in the prompt (it fits the prefix budget)."""
         settings = self.settings()
         if self.host.ready and settings.enabled and settings.warm_on_open:
-            self.host.submit(self._warm, doc, text, self.host.generation, label=f"warm {doc.uri}")
+            job = self.host.submit(self._warm, doc, text, self.host.generation, label=f"warm {doc.uri}")
+            job.add_done_callback(_log_failure)
 
     def _warm(self, doc: DocumentState, text: str, generation: int) -> None:
         engine, loaded = self.host.engine, self.host.loaded

@@ -10,8 +10,12 @@ fence; any fences left are stripped.
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 SYSTEM = (
     "You are a careful code editor. Apply the user's instruction to the code and reply "
@@ -76,3 +80,45 @@ def finish_edit(generated: str, original: str) -> str:
     if original.endswith("\n"):
         code += "\n"
     return code
+
+
+def run_edit(
+    engine: Any,
+    code: str,
+    instruction: str,
+    language_id: str | None,
+    *,
+    config: Any,
+    sources: Any = None,
+    cancel: threading.Event | None = None,
+) -> tuple[str, Any]:
+    """(replacement for ``code``, the Generation). Runs in the model thread."""
+    try:
+        from fastcoder.edit import edit_code  # the shared implementation
+    except ImportError:
+        edit_code = None
+    if edit_code is not None:
+        try:
+            result = edit_code(
+                engine, code, instruction, language=language_id or "", sources=sources, cancel=cancel, config=config
+            )
+            return ("" if result.cancelled else result.text), result.generation
+        except TypeError as exc:  # an API this server does not know yet: use the first version
+            log.warning("fastcoder.edit.edit_code: %s; using the server's own edit", exc)
+    from fastcoder.session import Session
+    from lsp_server.prompt import encode
+
+    tok = engine.tokenizer
+    prompt_text, _fence = build_edit_prompt(tok, instruction, code, language_id)
+    prompt_ids = tok(prompt_text, add_special_tokens=False)["input_ids"]
+    reference = encode(tok, code.rstrip("\n") + "\n```")
+    gen = engine.generate(
+        prompt_ids,
+        config.replace(method="reuse", max_new_tokens=min(4096, 2 * len(reference) + 128), time_budget_s=None),
+        session=Session(config),
+        sources=sources,
+        reference=reference,
+        stop_fn=edit_stop_fn,
+        cancel=cancel,
+    )
+    return ("" if gen.cancelled else finish_edit(gen.text, code)), gen

@@ -43,7 +43,7 @@ from lsp_server.documents import BadRequest, offset_at, open_document, position_
 from lsp_server.metrics import ServerMetrics
 from lsp_server.model_host import ModelHost
 from lsp_server.postprocess import document_indent_unit, reindent
-from lsp_server.prompt import CursorContext, build_prompt, encode
+from lsp_server.prompt import CursorContext, build_prompt
 from lsp_server.sessions import SessionRegistry
 from lsp_server.settings import ServerSettings, SettingsError
 from lsp_server.stops import make_stop_fn
@@ -580,22 +580,12 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
             engine = ls.host.engine
             if engine is None:
                 return ""
-            tok = engine.tokenizer
-            prompt_text, _fence = edit.build_edit_prompt(tok, instruction, code, doc.language_id)
-            prompt_ids = tok(prompt_text, add_special_tokens=False)["input_ids"]
-            reference = encode(tok, code.rstrip("\n") + "\n```")
-            from fastcoder.session import Session
-
-            gen = engine.generate(
-                prompt_ids,
-                settings.decode_config(method="reuse", max_new_tokens=min(4096, 2 * len(reference) + 128), time_budget_s=None),
-                session=Session(settings.engine),
-                reference=reference,
-                stop_fn=edit.edit_stop_fn,
-                cancel=cancel,
-            )
+            new_code, gen = edit.run_edit(
+                engine, code, instruction, doc.language_id, config=settings.engine,
+                sources=ls.index.sources() if ls.index is not None else None, cancel=cancel,
+            )  # fmt: skip
             ls.metrics.generation(gen.stats, "edit")
-            return "" if gen.cancelled else edit.finish_edit(gen.text, code)
+            return new_code
 
         new_code = await ls.host.run(work, cancel, label=f"edit {doc.uri}")
         if not new_code.strip():
