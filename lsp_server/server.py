@@ -470,10 +470,9 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
         ls.metrics.request("codeAction")
         doc = open_document(ls.workspace, params.text_document.uri)
         offset_at(doc, params.range.start)  # validates the position
-        if params.context.only and not any(
-            actions.KIND.startswith(k) or k.startswith("refactor") for k in params.context.only
-        ):
-            return []
+        only = params.context.only
+        if only and not any(actions.KIND == k or actions.KIND.startswith(f"{k}.") for k in only):
+            return []  # the client asked for other kinds (e.g. quickfix)
         stub = actions.find_stub(doc.source, params.range.start.line, doc.language_id)
         if stub is None:
             return []

@@ -574,3 +574,24 @@ async def test_before_the_model_is_ready_requests_get_empty_results_and_model_ch
     finally:
         await client.shutdown_session()
         await client.stop()
+
+
+async def test_code_action_respects_the_requested_kinds(client: LanguageClient, workspace):
+    uri = (workspace / "kinds.py").as_uri()
+    open_doc(client, uri, BODY)
+    pos = _find(BODY, "def stub_one")
+
+    async def kinds(only):
+        got = await client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                range=types.Range(start=pos, end=pos),
+                context=types.CodeActionContext(diagnostics=[], only=only),
+            )
+        )
+        return len(got or [])
+
+    assert await kinds([types.CodeActionKind.QuickFix]) == 0
+    assert await kinds([types.CodeActionKind.Refactor]) == 1
+    assert await kinds([types.CodeActionKind.RefactorRewrite]) == 1
+    assert await kinds([types.CodeActionKind.RefactorExtract]) == 0
