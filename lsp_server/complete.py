@@ -48,15 +48,33 @@ class Outcome:
     seconds: float = 0.0
 
 
+AUTO_CLOSED = set(")]}\"'`")
+
+
 def typed_through(last: Suggestion | None, ctx: CursorContext) -> str | None:
-    """The rest of ``last`` when, since it was shown, the user only typed its start."""
-    if last is None or ctx.suffix != last.suffix or not ctx.prefix.startswith(last.prefix):
+    """The rest of ``last`` when, since it was shown, the user only typed its start.
+
+    Editors auto-close brackets and quotes: when what appeared right of the cursor is
+    just such closers, and the rest of the suggestion's line ends with them, the rest
+    of that line without them is returned (a single-line suggestion now)."""
+    if last is None or not ctx.prefix.startswith(last.prefix):
         return None
     typed = ctx.prefix[len(last.prefix) :]
     if not last.text.startswith(typed):
         return None
     rest = last.text[len(typed) :]
-    return rest if rest.strip() else None
+    if ctx.suffix == last.suffix:
+        return rest if rest.strip() else None
+    if not ctx.suffix.endswith(last.suffix):
+        return None
+    added = ctx.suffix[: len(ctx.suffix) - len(last.suffix)]
+    if not added or len(added) > 8 or any(c not in AUTO_CLOSED for c in added):
+        return None
+    line = rest.split("\n")[0].rstrip()
+    if not line.endswith(added):
+        return None
+    line = line[: len(line) - len(added)]
+    return line if line.strip() else None
 
 
 def _log_failure(fut: "asyncio.Future[Any]") -> None:

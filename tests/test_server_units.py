@@ -368,3 +368,12 @@ def test_a_multi_line_output_cut_by_a_limit_keeps_whole_lines():
     assert drop_partial_line("x = 1\n    y = fo") == "x = 1"
     assert drop_partial_line("x = fo") == "x = fo"  # one line: a prefix of the model's line
     assert drop_partial_line("\n    y = fo") == "\n    y = fo"
+
+
+def test_typed_through_with_auto_closed_brackets():
+    last = Suggestion(prefix="    x = ", suffix="\n", mode="block", text="foo(a, b)\n    y = 2")
+    # the user typed "foo(" and the editor put ")" right of the cursor
+    assert typed_through(last, CursorContext("    x = foo(", ")\n")) == "a, b"
+    assert typed_through(last, CursorContext("    x = foo(a, b", ")\n")) is None  # all of the line typed
+    assert typed_through(last, CursorContext("    x = foo(", "]\n")) is None  # not what the suggestion closes
+    assert typed_through(last, CursorContext("    x = foo(", "zz\n")) is None  # real text appeared
