@@ -16,9 +16,10 @@ Methods:
 - ``fastcoder``: FastCoder without a reference (CACHE + live context; the prompt holds
   the original code, so the live context can draft from it too); no D_r/D_c, since the
   stdlib is in the common datastore and would leak the answer;
-- ``reuse-fix``: experimental, defined here: the reuse drafter with the fixes proposed
-  for fastcoder/drafters.py (aligned after the prefill token, re-sync from the last
-  synced position);
+- ``reuse-fix``: experimental, defined here: the reuse drafter aligned after the
+  prefill token and re-syncing from the last synced position (the engine does both
+  since c69122d, so it now matches ``reuse`` but for one extra rule: when nothing
+  follows the anchor, search the whole reference with twice the tokens, for moved code);
 - ``reuse-fix-adapt``: reuse-fix plus a short first chain after each re-sync.
 
 Reported per task and overall: decode speedup vs AR (decode ms/token, prefill

@@ -212,8 +212,9 @@ def test_reuse_drafter_follows_the_reference_and_resyncs_after_an_insertion():
     assert d.pos == 5 and d.draft(st_, 16).tokens == ref[5:]
 
 
-@pytest.mark.xfail(strict=True, reason="drafters.py bug: after losing sync, ReuseDrafter re-syncs from the start of the reference (`self.pos or 0`) instead of the last synced position, so in repetitive code it jumps back to an earlier copy")
 def test_reuse_drafter_resyncs_after_the_last_synced_position():
+    """Regression (fixed in c69122d): out of sync, the re-sync used to search from the
+    start of the reference, jumping back to an earlier copy in repetitive code."""
     prompt = [900]
     # the same line twice; the edit replaces the token after the first copy
     ref = [10, 11, 12, 13, 50, 10, 11, 12, 13, 60, 61]
@@ -228,8 +229,10 @@ def test_reuse_drafter_resyncs_after_the_last_synced_position():
     assert d.pos == 9  # nearest occurrence after position 5 (not 4: the first copy)
 
 
-@pytest.mark.xfail(strict=True, reason="decode.py/drafters.py bug: the token produced by the prefill is never passed to drafter.update, so ReuseDrafter's first chain starts at ref[0] while the output already holds it: one wasted full-length verification per edit")
 def test_reuse_first_chain_is_aligned_after_the_prefill_token(engine):
+    """Regression (fixed in c69122d): the prefill's token was never shown to the
+    drafter, so the first chain started at ref[0] while the output already held it:
+    one wasted full-length verification per edit."""
     vocab = len(engine.tokenizer)
     rng = random.Random(1)
     prompt = [rng.randrange(4, vocab) for _ in range(20)]
@@ -255,8 +258,8 @@ def test_reuse_acceptance_is_high_with_repeats_in_the_reference(engine):
     g = engine.generate(prompt, DecodeConfig(method="reuse", max_new_tokens=80, max_draft_tokens=4), reference=ref)
     assert g.tokens == ar
     assert g.stats.accepted_by_source["reuse"] >= 0.75 * len(ar), g.stats.summary()
-    # 1 wasted first step (see the xfail above), 3 chains, and per edit the fallback
-    # steps until reuse_resync_tokens output tokens match the original again
+    # 3 chains, and per edit the fallback steps until reuse_resync_tokens output
+    # tokens match the original again
     assert g.stats.forward_steps <= len(ar) // 5, g.stats.summary()
     a = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=80))
     assert a.stats.forward_steps == len(ar) - 1
