@@ -247,16 +247,17 @@ class FastCoderServer(LanguageServer):
             super().report_server_error(error, source)
 
     # ------------------------------------------------------------------ completion
-    async def complete_at(self, uri: str, position: types.Position, kind: str) -> tuple[Outcome, Any]:
+    async def complete_at(self, uri: str, position: types.Position, kind: str) -> tuple[Outcome, CursorContext]:
         self.metrics.request(kind)
         doc = open_document(self.workspace, uri)
         offset = offset_at(doc, position)
         state = self.registry.get(doc.uri) or self.registry.open(doc.uri, self.settings.engine)
         source = doc.source
-        outcome = await self.completer.complete(state, doc.version, CursorContext(source[:offset], source[offset:]))
+        ctx = CursorContext(source[:offset], source[offset:])
+        outcome = await self.completer.complete(state, doc.version, ctx)
         if outcome.reason == "loading":
             self.status(*self.overall_status())
-        return outcome, doc
+        return outcome, ctx
 
     # ------------------------------------------------------------------ generation helpers
     def require_model(self) -> None:
@@ -427,7 +428,7 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     @_guard
     async def inline_completion(ls: FastCoderServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
-        outcome, _doc = await ls.complete_at(params.text_document.uri, params.position, "inline")
+        outcome, _ctx = await ls.complete_at(params.text_document.uri, params.position, "inline")
         if not outcome.text:
             return types.InlineCompletionList(items=[])
         here = types.Range(start=params.position, end=params.position)
@@ -436,15 +437,13 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
     @_guard
     async def completion(ls: FastCoderServer, params: types.CompletionParams) -> types.CompletionList:
-        outcome, doc = await ls.complete_at(params.text_document.uri, params.position, "completion")
+        outcome, ctx = await ls.complete_at(params.text_document.uri, params.position, "completion")
         # incomplete: the suggestion depends on the exact cursor, so ask again as the user types
         if not outcome.text:
             return types.CompletionList(is_incomplete=True, items=[])
         text = outcome.text
         label = next((ln.strip() for ln in text.split("\n") if ln.strip()), text.strip())
-        source = doc.source
-        offset = offset_at(doc, params.position)
-        word_prefix = _WORD_BEFORE.search(source, max(0, offset - 200), offset).group(0)
+        word_prefix = _WORD_BEFORE.search(ctx.line_prefix).group(0)  # what the client filters with
         item = types.CompletionItem(
             label=label if len(label) <= 80 else label[:77] + "...",
             kind=types.CompletionItemKind.Snippet,

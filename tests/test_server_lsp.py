@@ -228,6 +228,15 @@ async def test_inline_completion_and_completion_return_items(client: LanguageCli
     assert item.text_edit.new_text.strip()
     assert item.label == next(ln.strip() for ln in item.text_edit.new_text.split("\n") if ln.strip())[:80] or item.label.endswith("...")
     assert item.insert_text_format == types.InsertTextFormat.PlainText
+    assert item.filter_text == ""  # nothing typed of a word at the cursor
+
+    change_doc(client, uri, 3, cursor, "pri")
+    after = types.Position(line=cursor.line, character=cursor.character + 3)
+    result = await client.text_document_completion_async(
+        types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=after)
+    )
+    assert isinstance(result, types.CompletionList)
+    assert all(i.filter_text == "pri" for i in result.items)  # the word being typed
 
 
 def inline_params(uri: str, pos: types.Position) -> types.InlineCompletionParams:
