@@ -70,7 +70,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from fastcoder.datastore import Retrieval
-from fastcoder.errors import DatastoreError, FastCoderError
+from fastcoder.errors import FastCoderError
 
 log = logging.getLogger(__name__)
 

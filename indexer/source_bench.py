@@ -298,7 +298,6 @@ def replay_main(argv: list[str] | None = None) -> int:
     from fastcoder.bench.cli import repo_suite
     from fastcoder.bench.projects import load_projects
     from fastcoder.bench.runner import Harness, read_results
-    from fastcoder.bench.variants import Variant
     from fastcoder.config import DecodeConfig
     from fastcoder.decode import generate
     from fastcoder.drafters import Sources, make_drafter
@@ -325,7 +324,7 @@ def replay_main(argv: list[str] | None = None) -> int:
     roles["rest-dd"] = ("dd", False, "rest")
     roles.update({f"fastcoder-{c}": (c, False, "fastcoder") for c in commons})
     roles[f"fastcoder-{last}+dd"] = (last, True, "fastcoder")
-    roles[f"fastcoder-nodc+dd"] = (None, True, "fastcoder")
+    roles["fastcoder-nodc+dd"] = (None, True, "fastcoder")
     roles["fastcoder-nodc"] = (None, False, "fastcoder")
 
     def sources_for(name: str, group: str, dr: Any) -> Any:

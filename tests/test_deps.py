@@ -5,7 +5,6 @@ handle. No downloads: fake site-packages folders and virtualenvs in tmp."""
 from __future__ import annotations
 
 import json
-import os
 import stat
 import sys
 import venv
