@@ -814,6 +814,26 @@ def detect_fim(tokenizer: Any) -> FimTokens | None:
     return None
 
 
+def _tokenizer_from(path: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        with _no_transformers_bars():
+            tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelError(f"could not load the tokenizer in {path}: {exc}") from exc
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelError(f"the tokenizer in {path} has no fast (tokenizers) version")
+    return tokenizer
+
+
+def load_tokenizer(spec: str = DEFAULT_MODEL, *, progress: bool = True) -> Any:
+    """The fast tokenizer of ``spec`` without the weights (indexing, lookups, benches).
+
+    The one tokenizer path: :func:`load_model` loads its tokenizer the same way."""
+    return _tokenizer_from(resolve_model(spec, progress=progress))
+
+
 def load_model(
     spec: str = DEFAULT_MODEL,
     dtype: str = "auto",
@@ -826,17 +846,15 @@ def load_model(
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
 
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
+    tokenizer = _tokenizer_from(path)
     model: Any
     try:
         with _no_transformers_bars():
-            tokenizer = AutoTokenizer.from_pretrained(path)
             model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, attn_implementation="sdpa")
     except (OSError, ValueError, KeyError) as exc:
         raise ModelError(f"could not load the model in {path}: {exc}") from exc
-    if not getattr(tokenizer, "is_fast", False):
-        raise ModelError(f"the tokenizer in {path} has no fast (tokenizers) version")
     model = model.to(dev).eval()
     return LoadedModel(
         model=model,

@@ -35,10 +35,8 @@ def percentiles(samples: list[float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from transformers import AutoTokenizer
-
     from fastcoder.datastore import TokenDatastore
-    from fastcoder.models import DEFAULT_MODEL, resolve_model
+    from fastcoder.models import DEFAULT_MODEL, load_tokenizer
     from fastcoder.ngram import NgramIndex
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -48,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--query-dir", type=Path, default=Path(__file__).resolve().parent.parent)
     args = ap.parse_args(argv)
 
-    tok = AutoTokenizer.from_pretrained(resolve_model(args.model, progress=False))
+    tok = load_tokenizer(args.model, progress=False)
     rss0 = _rss_mb()
     t0 = time.perf_counter()
     if args.store:

@@ -121,11 +121,9 @@ def measure(path: str, n_queries: int, model: str, sharded: bool, parallel: int,
 
 
 def _tokenizer(model: str):
-    from transformers import AutoTokenizer
+    from fastcoder.models import load_tokenizer
 
-    from fastcoder.models import resolve_model
-
-    return AutoTokenizer.from_pretrained(resolve_model(model, progress=False))
+    return load_tokenizer(model, progress=False)
 
 
 def _size(path: str) -> int:

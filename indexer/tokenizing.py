@@ -24,28 +24,14 @@ small enough to report progress often and to bound the memory of one call."""
 def load_tokenizer(spec: str, *, progress: bool = True) -> Any:
     """The fast (Rust) tokenizer of a model spec, without loading the weights.
 
-    Parameters:
-        spec: anything :func:`fastcoder.models.resolve_model` accepts (a builtin name, a
-            local Hugging Face folder, a ``.gguf`` file, a hub id).
-        progress: show progress bars if the model has to be fetched or converted.
-
-    Raises :class:`fastcoder.errors.ModelError` when the model cannot be resolved or
-    has no usable tokenizer.
+    Delegates to :func:`fastcoder.models.load_tokenizer` (the one tokenizer path), so
+    every ``--model`` spec the engine accepts works here too. Raises
+    :class:`fastcoder.errors.ModelError` when it cannot be loaded.
     """
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
-    from fastcoder.errors import ModelError
-    from fastcoder.models import resolve_model
+    from fastcoder.models import load_tokenizer as _load
 
-    folder = resolve_model(spec, progress=progress)
-    from transformers import AutoTokenizer
-
-    try:
-        tok = AutoTokenizer.from_pretrained(str(folder))
-    except Exception as exc:  # transformers raises many kinds
-        raise ModelError(f"cannot load the tokenizer of {spec!r} from {folder}: {exc}") from exc
-    if not getattr(tok, "is_fast", False):
-        raise ModelError(f"the tokenizer of {spec!r} is not a fast (Rust) tokenizer; indexing needs one")
-    return tok
+    return _load(spec, progress=progress)
 
 
 def encode(tokenizer: Any, texts: Sequence[str]) -> list[np.ndarray]:
