@@ -286,3 +286,25 @@ def test_cli_index_deps_and_lookup(tmp_path, tiny_tokenizer, tiny_model_dir, iso
     hit = next(c for c in res["continuations"] if c["source"] == "D_d")
     assert hit["package"] == "qqq" and hit["file"] == "qqq/__init__.py"
     assert res["sources"]["D_d"]["match_len"] >= 4
+
+
+def test_cli_from_env_reads_the_environment_like_dd(tmp_path, tiny_model_dir, isolated_cache, capsys):
+    import venv
+
+    from fastcoder.cli import main
+
+    env = tmp_path / "env"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(env)
+    site = next(env.glob("lib/python*/site-packages"))
+    write(site / "ppp" / "__init__.py", "def p():\n    return 1\n")
+    write(site / "ppp" / "tests" / "test_p.py", "def test_p():\n    pass\n")
+    meta = site / "ppp-1.2.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Name: ppp\nVersion: 1.2\n")
+    (meta / "RECORD").write_text("ppp/__init__.py,,\nppp/tests/test_p.py,,\n")
+    out = tmp_path / "env.fcds"
+    assert main(["build-common", "--model", str(tiny_model_dir), "--from-env", str(env), "--out", str(out), "--json",
+                 "--no-progress"]) == 0
+    store = TokenDatastore.load(out)
+    assert [(p["name"], p["version"], p["files"]) for p in store.meta["packages"]] == [("ppp", "1.2", ["ppp/__init__.py"])]
+    assert store.meta["sources"] == [f"env:{env}"]
