@@ -10,8 +10,8 @@ FC     := $(VENV)/bin/fastcoder
 MODEL  ?= qwen2.5-coder-0.5b
 DTYPE  ?= bfloat16
 # The demo target: a function of this repository, generated from its signature + docstring.
-DEMO_FILE ?= fastcoder/stops.py
-DEMO_FUNC ?= indent_of
+DEMO_FILE ?= fastcoder/drafters.py
+DEMO_FUNC ?= resync
 
 .PHONY: setup demo test test-python test-vscode clean
 
