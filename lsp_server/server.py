@@ -178,6 +178,7 @@ class FastCoderServer(LanguageServer):
         self.index = WorkspaceIndex(
             tokenizer, self.roots, self._index_progress, self._index_status,
             fingerprint=fingerprint, use_common=s.common_index, use_workspace=s.workspace_index,
+            use_deps=s.dependency_index, python=s.python_path or None,
         )  # fmt: skip
         self.index.start()
         for doc in list(self.workspace.text_documents.values()):

@@ -37,6 +37,9 @@ warmOnOpen         true                         prefill an opened document in th
                                                 model is idle), so the first completion in it is fast
 workspaceIndex     true                         use D_r, the index of the workspace folders
 commonIndex        true                         use D_c, the standard library (built once per tokenizer)
+dependencyIndex    false                        use D_d, the workspace environment's site-packages
+                                                (.venv/, venv/ or pythonPath; built in the background,
+                                                tens of millions of tokens: opt-in)
 engine             ``{}``                       any :class:`fastcoder.config.DecodeConfig` field
 keepWhitespace     false                        debug: return whitespace-only suggestions too
 ================== ============================ =====================================================
@@ -59,7 +62,7 @@ from fastcoder.models import DEFAULT_MODEL
 log = logging.getLogger(__name__)
 
 RELOAD_KEYS = ("model", "dtype", "device")
-REINDEX_KEYS = ("workspace_index", "common_index")
+REINDEX_KEYS = ("workspace_index", "common_index", "dependency_index", "python_path")
 """Settings whose change needs the model to be loaded again."""
 
 
@@ -91,6 +94,7 @@ class ServerSettings:
     warm_on_open: bool = True
     workspace_index: bool = True
     common_index: bool = True
+    dependency_index: bool = False
     keep_whitespace: bool = False
     engine: DecodeConfig = field(default_factory=DecodeConfig)
 
@@ -163,7 +167,7 @@ class ServerSettings:
                 self.body_time_budget_ms = None
         if not isinstance(self.suffix_share, (int, float)) or not 0.0 <= self.suffix_share <= 0.9:
             raise SettingsError(f"suffix_share must be between 0 and 0.9, got {self.suffix_share!r}")
-        for name in ("enabled", "reuse_suggestions", "warm_on_open", "workspace_index", "common_index", "keep_whitespace"):
+        for name in ("enabled", "reuse_suggestions", "warm_on_open", "workspace_index", "common_index", "dependency_index", "keep_whitespace"):
             if not isinstance(getattr(self, name), bool):
                 raise SettingsError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.python_path is None:

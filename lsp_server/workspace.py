@@ -56,12 +56,19 @@ class WorkspaceIndex:
         fingerprint: str | None = None,
         use_common: bool = True,
         use_workspace: bool = True,
+        use_deps: bool = False,
+        python: str | None = None,
+        deps_options: dict[str, Any] | None = None,
     ) -> None:
         self.tokenizer = tokenizer
         self.fingerprint = fingerprint
         self.roots = [r for r in roots if r.is_dir()]
         self.use_common = use_common
         self.use_workspace = use_workspace
+        self.use_deps = use_deps
+        self.python = python
+        self.deps: Any = None  # indexer.deps.DepsHandle (D_d), built in the background
+        self.deps_options = dict(deps_options or {})  # passed to indexer.deps.start_deps
         self._on_progress = on_progress
         self._on_status = on_status
         self.workspace: Any = None  # indexer.WorkspaceIndex
@@ -129,6 +136,14 @@ class WorkspaceIndex:
                     self._problem("D_c", exc)
             else:
                 self.problems["D_c"] = "turned off (commonIndex: false)"
+            if self.use_deps:
+                try:
+                    from indexer.deps import start_deps
+
+                    root = self.roots[0] if self.roots else None
+                    self.deps = start_deps(root, self.tokenizer, python=self.python, fingerprint=self.fingerprint, **self.deps_options)
+                except Exception as exc:
+                    self._problem("D_d", exc)
             if not self.use_workspace:
                 self.problems["D_r"] = "turned off (workspaceIndex: false)"
             elif not self.roots:
@@ -160,7 +175,7 @@ class WorkspaceIndex:
 
     # ------------------------------------------------------------------ using
     def sources(self) -> Sources:
-        return Sources(dr=self.dr, dc=self.dc)
+        return Sources(dr=self.dr, dc=self.dc, dd=self.deps.source if self.deps is not None else None)
 
     def summary(self) -> str:
         have = [name for name, obj in (("D_r", self.dr), ("D_c", self.dc)) if obj is not None]
@@ -220,6 +235,11 @@ class WorkspaceIndex:
         if self._closed:
             return
         self._closed = True
+        if self.deps is not None:
+            try:
+                self.deps.cancel(wait=False)
+            except Exception as exc:
+                log.warning("stopping the dependency index: %s", exc)
         if self.workspace is not None:
             try:
                 self.workspace.stop(save=True, timeout=10.0)
