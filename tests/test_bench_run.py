@@ -136,14 +136,25 @@ def test_rerun_resumes_and_mismatch_is_refused(bench_run: Path, tiny_model_dir, 
 
 def test_resume_after_partial_run(tiny_model_dir, task_file, common_path, tmp_path: Path):
     out = tmp_path / "partial"
-    assert main(_argv(tiny_model_dir, task_file, common_path, out, "--limit", "1", "--methods", "ar,pld")) == 0
+    from fastcoder.models import cache_root
+
+    def curves():
+        d = cache_root() / "costs"
+        return {p.name: p.stat().st_mtime_ns for p in d.glob("*.json")} if d.is_dir() else {}
+
+    before = curves()
+    assert main(_argv(tiny_model_dir, task_file, common_path, out, "--limit", "1", "--methods", "ar,pld,fastcoder",
+                      "--cost-curve", "measure")) == 0
     assert len((out / "tasks.jsonl").read_text().splitlines()) == 1
     first = (out / "tasks.jsonl").read_text()
-    assert main(_argv(tiny_model_dir, task_file, common_path, out, "--methods", "ar,pld")) == 0
+    assert main(_argv(tiny_model_dir, task_file, common_path, out, "--methods", "ar,pld,fastcoder",
+                      "--cost-curve", "measure")) == 0
     lines = (out / "tasks.jsonl").read_text().splitlines()
     assert len(lines) == 2 and (out / "tasks.jsonl").read_text().startswith(first)
     report = json.loads((out / "report.json").read_text())
-    assert report["tasks"] == 2 and set(report["methods"]) == {"ar", "pld"}
+    assert report["tasks"] == 2 and set(report["methods"]) == {"ar", "pld", "fastcoder"}
+    assert report["machine"]["cost_curve"]["ks"][0] == 0
+    assert curves() == before  # the engine's cached curves were neither measured nor touched
     # --report-only rebuilds the same numbers without a model
     assert main(["bench", "--out", str(out), "--report-only"]) == 0
     again = json.loads((out / "report.json").read_text())

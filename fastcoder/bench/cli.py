@@ -186,14 +186,16 @@ def run(args: argparse.Namespace) -> int:
     interrupted = False
     if pending:
         t0 = time.perf_counter()
-        engine.cost_curve()  # the cached curve (measured on first use)
-        harness.warm_up(pending[0][1])
         if args.cost_curve == "measure":
             from fastcoder.bench.runner import remeasure_cost_curve
 
-            machine["cost_curve_cached"] = _curve_dict(engine.cost_curve())
-            raw, _ = remeasure_cost_curve(engine)
-            machine["cost_curve_raw"] = _curve_dict(raw)
+            # warm up with a fixed budget, so the engine neither measures nor caches a
+            # curve of its own; then measure one for this run
+            harness.warm_up(pending[0][1], fixed_budget=16)
+            remeasure_cost_curve(engine)
+        else:
+            engine.cost_curve()  # the cached curve (measured and cached on first use)
+            harness.warm_up(pending[0][1])
         machine["cost_curve"] = _curve_dict(engine.cost_curve())
         log.info("warm-up and cost curve: %.1f s", time.perf_counter() - t0)
         interrupted = _loop(harness, pending, len(tasks), out, append_result, quiet=args.quiet)

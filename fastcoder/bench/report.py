@@ -288,13 +288,8 @@ def to_markdown(report: dict[str, Any], plots: Sequence[str] = ()) -> str:
             "- verification cost curve c(k) used by the adaptive draft budget (ms): "
             + ", ".join(f"k={k}: {1000 * s:.0f}" for k, s in zip(cc["ks"], cc["seconds"]))
         )
-    if mach.get("cost_curve_cached"):
-        cc = mach["cost_curve_cached"]
-        lines.append(
-            "- (the engine's cached curve, replaced for this run by a fresh measurement (`--cost-curve measure`): "
-            + ", ".join(f"k={k}: {1000 * s:.0f}" for k, s in zip(cc["ks"], cc["seconds"]))
-            + ")"
-        )
+    if spec.get("cost_curve") == "measure":
+        lines.append("- the curve was measured afresh after the warm-up for this run (`--cost-curve measure`)")
     lines += [
         "",
         "## Decode speed",

@@ -163,12 +163,12 @@ def remeasure_cost_curve(engine: Any) -> Any:
     it cached on disk earlier."""
     from fastcoder.budget import measure
 
-    raw = curve = measure(engine.verifier)
+    curve = measure(engine.verifier)
     # no public setter on Engine yet: Engine.cost_curve() returns _curve once set
     with engine._curve_lock:
         engine._curve = curve
-    log.info("cost curve c(k) ms: %s", ", ".join(f"{k}:{1000 * s:.0f}" for k, s in zip(raw.ks, raw.seconds)))
-    return raw, curve
+    log.info("cost curve c(k) ms: %s", ", ".join(f"{k}:{1000 * s:.0f}" for k, s in zip(curve.ks, curve.seconds)))
+    return curve
 
 
 # --------------------------------------------------------------------------------------
@@ -227,7 +227,7 @@ class Harness:
 
         return Sources(dr=dr if variant.use_dr else None, dc=self.dc if variant.use_dc else None)
 
-    def warm_up(self, task: BenchTask) -> None:
+    def warm_up(self, task: BenchTask, fixed_budget: int | None = None) -> None:
         """One short generation per variant (not recorded): kernels, token tables,
         the cost curve and the search threads are ready before anything is timed."""
         from fastcoder.session import Session
@@ -236,6 +236,8 @@ class Harness:
         dr = self.dr_for(task)
         for v in self.variants:
             cfg = v.config.replace(max_new_tokens=min(WARMUP_TOKENS, self.max_new_tokens))
+            if fixed_budget is not None and cfg.max_draft_tokens is None:
+                cfg = cfg.replace(max_draft_tokens=fixed_budget)
             self.engine.generate(ids, cfg, session=Session(cfg), sources=self.sources(v, dr), stop_fn=task.stop_fn())
 
     def run_task(self, task: BenchTask, index: int, on_variant: Callable[[str], None] | None = None) -> dict[str, Any]:
