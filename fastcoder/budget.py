@@ -29,7 +29,7 @@ from fastcoder.verifier import KVState, Verifier
 log = logging.getLogger(__name__)
 
 KS = (0, 1, 3, 7, 15, 31, 47, 63, 95)
-CURVE_VERSION = 2  # bump when the measurement changes, so old curves are re-measured
+CURVE_VERSION = 3  # bump when the measurement changes, so old curves are re-measured
 
 
 @dataclass
@@ -67,7 +67,7 @@ def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5, ks=KS) 
 
     The ks are interleaved over ``rounds`` rounds and each k keeps its minimum: load
     from other processes only ever adds time, so the minimum is the least disturbed
-    sample. The curve is then made non-decreasing (c(k) = min over j >= k of c(j)).
+    sample. The curve is then made non-decreasing (c(k) = max over j <= k of c(j)).
     """
     vocab = int(getattr(verifier.model.config, "vocab_size", 1000))
     gen = torch.Generator().manual_seed(0)
@@ -88,8 +88,8 @@ def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5, ks=KS) 
             if extra:
                 kv.cache.crop(-extra)
                 kv.ids = list(base_ids)
-    for j in range(len(best) - 2, -1, -1):
-        best[j] = min(best[j], best[j + 1])
+    for j in range(1, len(best)):  # non-decreasing: a lucky low sample at a large k must
+        best[j] = max(best[j], best[j - 1])  # not make the smaller ks look as cheap
     return CostCurve(list(ks), best)
 
 
