@@ -92,33 +92,13 @@ def run_edit(
     sources: Any = None,
     cancel: threading.Event | None = None,
 ) -> tuple[str, Any]:
-    """(replacement for ``code``, the Generation). Runs in the model thread."""
-    try:
-        from fastcoder.edit import edit_code  # the shared implementation
-    except ImportError:
-        edit_code = None
-    if edit_code is not None:
-        try:
-            result = edit_code(
-                engine, code, instruction, language=language_id or "", sources=sources, cancel=cancel, config=config
-            )
-            return ("" if result.cancelled else result.text), result.generation
-        except TypeError as exc:  # an API this server does not know yet: use the first version
-            log.warning("fastcoder.edit.edit_code: %s; using the server's own edit", exc)
-    from fastcoder.session import Session
-    from lsp_server.prompt import encode
+    """(replacement for ``code``, the Generation). Runs in the model thread.
 
-    tok = engine.tokenizer
-    prompt_text, _fence = build_edit_prompt(tok, instruction, code, language_id)
-    prompt_ids = tok(prompt_text, add_special_tokens=False)["input_ids"]
-    reference = encode(tok, code.rstrip("\n") + "\n```")
-    gen = engine.generate(
-        prompt_ids,
-        config.replace(method="reuse", max_new_tokens=min(4096, 2 * len(reference) + 128), time_budget_s=None),
-        session=Session(config),
-        sources=sources,
-        reference=reference,
-        stop_fn=edit_stop_fn,
-        cancel=cancel,
-    )
-    return ("" if gen.cancelled else finish_edit(gen.text, code)), gen
+    One edit path: the shared :func:`fastcoder.edit.edit_code` (code first, instruction
+    last, the assistant turn primed with the fence, the ``reuse`` method). Its
+    FastCoderError (empty code or instruction) is a bad request.
+    """
+    from fastcoder.edit import edit_code
+
+    result = edit_code(engine, code, instruction, language=language_id or "", sources=sources, cancel=cancel, config=config)
+    return ("" if result.cancelled else result.text), result.generation

@@ -36,6 +36,7 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 
 from fastcoder import __version__ as _fastcoder_version
+from fastcoder.errors import FastCoderError
 from fastcoder.stats import GenStats
 from lsp_server import actions, edit
 from lsp_server.complete import Completer, Outcome
@@ -586,7 +587,10 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
             ls.metrics.generation(gen.stats, "edit")
             return new_code
 
-        new_code = await ls.host.run(work, cancel, label=f"edit {doc.uri}")
+        try:
+            new_code = await ls.host.run(work, cancel, label=f"edit {doc.uri}")
+        except FastCoderError as exc:
+            raise BadRequest(f"fastcoder.editSelection: {exc}") from exc
         if not new_code.strip():
             raise RequestFailed("the model proposed no edit")
         if doc.version != version:
