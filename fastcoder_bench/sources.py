@@ -4,7 +4,7 @@ FastCoder on several D_c / D_d choices, side by side in one process (not a test)
     python -m indexer.source_bench --out DIR [--limit 10] [--max-new-tokens 128]
         [--common NAME=PATH ...] [--no-dd] [--max-positions 32768]
 
-Variants, interleaved task by task with the bench's harness (``fastcoder.bench``): ``ar``;
+Variants, interleaved task by task with the bench's harness (``fastcoder_bench.suite``): ``ar``;
 ``rest-<name>`` for each D_c; ``rest-dd`` (REST with D_d as its only store);
 ``fastcoder-<name>`` (D_r + that D_c + CACHE + live context); ``fastcoder-<name>+dd``
 (the same plus D_d as the third source, weight gamma) for the last D_c.
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 def project_deps(project: Any, tokenizer: Any, fingerprint: str, *, extra: tuple[str, ...] = ("pytest",)):
     """The D_d (ShardedStore) of a benchmark project's virtualenv (see the module doc)."""
-    from fastcoder.bench.projects import bench_cache
+    from fastcoder_bench.suite.projects import bench_cache
     from indexer.deps import normalize, package_from_tree
     from indexer.persist import dir_lock
     from indexer.pypi import COMPLETE, archive_name_version, extract_py
@@ -91,10 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from fastcoder.bench.cli import repo_suite
-    from fastcoder.bench.projects import load_projects
-    from fastcoder.bench.runner import Harness, append_result, machine_info, read_results
-    from fastcoder.bench.variants import Variant
+    from fastcoder_bench.suite.cli import repo_suite
+    from fastcoder_bench.suite.projects import load_projects
+    from fastcoder_bench.suite.runner import Harness, append_result, machine_info, read_results
+    from fastcoder_bench.suite.variants import Variant
     from fastcoder.config import DecodeConfig
     from fastcoder.drafters import Sources
     from fastcoder.engine import Engine
@@ -224,7 +224,7 @@ def format_summary(summary: dict[str, dict[str, float]]) -> str:
 
 
 def report_only(out: Path, names: list[str]) -> str:
-    from fastcoder.bench.runner import read_results
+    from fastcoder_bench.suite.runner import read_results
 
     return format_summary(summarize(read_results(out), names))
 
@@ -295,9 +295,9 @@ def replay_main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from fastcoder.bench.cli import repo_suite
-    from fastcoder.bench.projects import load_projects
-    from fastcoder.bench.runner import Harness, read_results
+    from fastcoder_bench.suite.cli import repo_suite
+    from fastcoder_bench.suite.projects import load_projects
+    from fastcoder_bench.suite.runner import Harness, read_results
     from fastcoder.config import DecodeConfig
     from fastcoder.decode import generate
     from fastcoder.drafters import Sources, make_drafter

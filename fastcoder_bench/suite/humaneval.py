@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastcoder.bench.tasks import BenchTask
+from fastcoder_bench.suite.tasks import BenchTask
 from fastcoder.errors import FastCoderError
 
 BODY_INDENT = 4

@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in [int(float(x)) for x in args.sizes.split(",")]:
         b = build(args.source, n, args.out)
         print(json.dumps({"built": b}), flush=True)
-        proc = subprocess.run([sys.executable, "-m", "indexer.scale_bench", "--measure", b["path"], "--queries", str(args.queries),
+        proc = subprocess.run([sys.executable, "-m", "fastcoder_bench.scale", "--measure", b["path"], "--queries", str(args.queries),
                                "--queries-file", args.queries_file, "--caps", args.caps], capture_output=True, text=True)
         if proc.returncode != 0:
             print(proc.stderr[-3000:], file=sys.stderr)

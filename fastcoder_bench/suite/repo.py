@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fastcoder.bench.tasks import BenchTask, FunctionSpan, functions_in_file, is_test_path, make_repo_task, normalize_newlines
+from fastcoder_bench.suite.tasks import BenchTask, FunctionSpan, functions_in_file, is_test_path, make_repo_task, normalize_newlines
 from fastcoder.datastore import TokenDatastore
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ A task is one function body to generate. Three sources of tasks:
 
 - :func:`select_functions` picks bodies from a repository with Python's ``ast``;
 - :func:`read_task_file` reads them from a JSONL task file (``--tasks``);
-- :mod:`fastcoder.bench.humaneval` makes the HumanEval problems into tasks.
+- :mod:`fastcoder_bench.suite.humaneval` makes the HumanEval problems into tasks.
 
 For a repository task the prompt is the file text before the body (signature and
 docstring included) and D_r is the project with the body removed from the target

@@ -34,9 +34,9 @@ log = logging.getLogger(__name__)
 
 def repo_suite(projects_file: str | None, limit: int | None, seed: int | None = None, *, progress: bool = True):
     """(tasks, corpora) of the pinned projects: functions spread across projects."""
-    from fastcoder.bench.projects import fetch_project, load_projects
-    from fastcoder.bench.repo import RepoCorpus
-    from fastcoder.bench.tasks import spread
+    from fastcoder_bench.suite.projects import fetch_project, load_projects
+    from fastcoder_bench.suite.repo import RepoCorpus
+    from fastcoder_bench.suite.tasks import spread
 
     projects, list_seed = load_projects(projects_file)
     seed = list_seed if seed is None else seed
@@ -56,12 +56,12 @@ def repo_suite(projects_file: str | None, limit: int | None, seed: int | None = 
 
 
 def load_tasks(args: argparse.Namespace):
-    from fastcoder.bench.tasks import limit_tasks, read_task_file
+    from fastcoder_bench.suite.tasks import limit_tasks, read_task_file
 
     if args.tasks:
         return limit_tasks(read_task_file(args.tasks), args.limit), {}
     if args.suite == "humaneval":
-        from fastcoder.bench.humaneval import load_humaneval
+        from fastcoder_bench.suite.humaneval import load_humaneval
 
         return limit_tasks(load_humaneval(), args.limit), {}
     if args.suite == "repo":
@@ -76,7 +76,7 @@ def load_tasks(args: argparse.Namespace):
 
 def write_report(out: Path, records: list[dict], variants: list[str], machine: dict, model: str, dtype: str,
                  run: dict, decode_token=None, plots: bool = True) -> dict:
-    from fastcoder.bench.report import build_report, to_markdown, validate_report
+    from fastcoder_bench.suite.report import build_report, to_markdown, validate_report
 
     report = build_report(records, variants, machine=machine, model=model, dtype=dtype, run=run, decode_token=decode_token)
     validate_report(report)
@@ -85,7 +85,7 @@ def write_report(out: Path, records: list[dict], variants: list[str], machine: d
     os.replace(tmp, out / "report.json")
     files: list[str] = []
     if plots and records:
-        from fastcoder.bench.plots import make_plots
+        from fastcoder_bench.suite.plots import make_plots
 
         files = make_plots(report, out)
     (out / "report.md").write_text(to_markdown(report, files))
@@ -119,8 +119,8 @@ def _records_for(records: list[dict], tasks) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fastcoder.bench.runner import RunSpec, check_run_info, read_results
-    from fastcoder.bench.variants import make_variants, parse_methods
+    from fastcoder_bench.suite.runner import RunSpec, check_run_info, read_results
+    from fastcoder_bench.suite.variants import make_variants, parse_methods
 
     out = Path(args.out)
     if args.report_only:
@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         if args.threads < 1:
             raise FastCoderError("--threads must be positive")
         torch.set_num_threads(args.threads)
-    from fastcoder.bench.runner import Harness, append_result, machine_info
+    from fastcoder_bench.suite.runner import Harness, append_result, machine_info
     from fastcoder.engine import Engine
     from fastcoder.models import load_model
 
@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     if pending:
         t0 = time.perf_counter()
         if args.cost_curve == "measure":
-            from fastcoder.bench.runner import remeasure_cost_curve
+            from fastcoder_bench.suite.runner import remeasure_cost_curve
 
             # warm up with a fixed budget, so the engine neither measures nor caches a
             # curve of its own; then measure one for this run
@@ -257,7 +257,7 @@ def _loop(harness, pending, total: int, out: Path, append_result, *, quiet: bool
 
 def report_only(out: Path) -> int:
     """Rebuild report.json/.md and plots from DIR/tasks.jsonl (no model run)."""
-    from fastcoder.bench.runner import RUN_INFO, read_results
+    from fastcoder_bench.suite.runner import RUN_INFO, read_results
 
     try:
         info = json.loads((out / RUN_INFO).read_text())
@@ -283,7 +283,7 @@ def report_only(out: Path) -> int:
 
 def simulate_only(out: Path) -> int:
     """Replay the drafters offline on DIR's recorded AR outputs (no model)."""
-    from fastcoder.bench.simulate import simulate_dir, to_markdown
+    from fastcoder_bench.suite.simulate import simulate_dir, to_markdown
 
     rows = simulate_dir(out)
     md = to_markdown(rows)

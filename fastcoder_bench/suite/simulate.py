@@ -144,10 +144,10 @@ def simulate_dir(out: Path, budgets: Sequence[int | None] = (None, 8, 16, 32, 64
     """Replay pld / rest / fastcoder (and its ablations) over OUT's recorded tasks."""
     import json
 
-    from fastcoder.bench.repo import RepoCorpus
-    from fastcoder.bench.runner import RUN_INFO, read_results
-    from fastcoder.bench.tasks import make_repo_task
-    from fastcoder.bench.variants import make_variants
+    from fastcoder_bench.suite.repo import RepoCorpus
+    from fastcoder_bench.suite.runner import RUN_INFO, read_results
+    from fastcoder_bench.suite.tasks import make_repo_task
+    from fastcoder_bench.suite.variants import make_variants
     from fastcoder.budget import CostCurve
     from fastcoder.drafters import Sources
     from fastcoder.errors import FastCoderError

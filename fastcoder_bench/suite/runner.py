@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from fastcoder.bench.tasks import BenchTask
-from fastcoder.bench.variants import Variant
+from fastcoder_bench.suite.tasks import BenchTask
+from fastcoder_bench.suite.variants import Variant
 from fastcoder.errors import FastCoderError
 
 log = logging.getLogger(__name__)
@@ -200,7 +200,7 @@ class Harness:
         return ids
 
     def corpus(self, task: BenchTask):
-        from fastcoder.bench.repo import RepoCorpus
+        from fastcoder_bench.suite.repo import RepoCorpus
 
         key = str(task.repo)
         if key not in self.corpora:
@@ -276,7 +276,7 @@ class Harness:
             "results": {v.name: results[v.name] for v in self.variants},
         }
         if self.pass_at_1 and task.problem is not None:
-            from fastcoder.bench.humaneval import passes
+            from fastcoder_bench.suite.humaneval import passes
 
             record["pass"] = {}
             for name, r in record["results"].items():

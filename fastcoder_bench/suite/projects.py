@@ -47,7 +47,7 @@ def load_projects(path: str | os.PathLike[str] | None = None) -> tuple[list[Proj
     its seed."""
     try:
         if path is None:
-            text = resources.files("fastcoder.bench").joinpath("data/repo_projects.json").read_text("utf-8")
+            text = resources.files("fastcoder_bench.suite").joinpath("data/repo_projects.json").read_text("utf-8")
         else:
             text = Path(path).read_text("utf-8")
         data: dict[str, Any] = json.loads(text)

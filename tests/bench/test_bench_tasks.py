@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from fastcoder.bench.projects import load_projects
-from fastcoder.bench.repo import RepoCorpus
-from fastcoder.bench.runner import append_result, read_results
-from fastcoder.bench.tasks import (
+from fastcoder_bench.suite.projects import load_projects
+from fastcoder_bench.suite.repo import RepoCorpus
+from fastcoder_bench.suite.runner import append_result, read_results
+from fastcoder_bench.suite.tasks import (
     functions_in_file,
     is_test_path,
     make_repo_task,
