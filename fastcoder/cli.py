@@ -19,7 +19,7 @@ COMMANDS: dict[str, str] = {
     "serve": "lsp_server.cli",
     "index": "indexer.cli",
     "build-common": "indexer.common_cli",
-    "bench": "fastcoder_bench.suite.cli",
+    "bench": "fastcoder_bench.cli",
     "edit": "fastcoder.commands.edit_cmd",
 }
 

@@ -1,6 +1,6 @@
 """Edit benchmark: `reuse` (EfficientEdit) vs AR vs FastCoder on real code edits.
 
-    python -m fastcoder.edit_bench [--model qwen2.5-coder-0.5b] [--dtype bfloat16] [--tasks N]
+    fastcoder bench edit [--model qwen2.5-coder-0.5b] [--dtype bfloat16] [--tasks N]
 
 Tasks are real functions from the Python standard library (the interpreter's own
 source files) with instructions that keep most of the code: add type hints, add a
@@ -46,6 +46,7 @@ from typing import Sequence
 
 from fastcoder.drafters import DraftState, ReuseDrafter, Sources, resync
 from fastcoder.edit import EDIT_FALLBACK_TREE, edit_code, edit_config, edit_prompt_text, edit_reference, edit_stop_fn, finish_edit
+from fastcoder_bench.output import recording
 
 
 @dataclass(frozen=True)
@@ -336,7 +337,7 @@ def fmt_row(cols: Sequence, widths: Sequence[int]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fastcoder.edit_bench", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="fastcoder bench edit", description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
     ap.add_argument("--dtype", default="bfloat16", choices=["auto", "float32", "bfloat16"])
     ap.add_argument("--device", default="cpu")
@@ -346,7 +347,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show", action="store_true", help="print each edited text")
     ap.add_argument("--json", type=Path, default=None, help="also write the raw results here")
     ap.add_argument("--report", type=Path, default=None, help="print the tables of a saved --json run and exit")
+    ap.add_argument("--out", type=Path, default=None, metavar="DIR", help="write DIR/report.json and DIR/report.md")
     args = ap.parse_args(argv)
+    with recording(args.out, "edit", args, argv) as rec:
+        rec.results = _run(args, ap)
+    return 0
+
+
+def _run(args: argparse.Namespace, ap: argparse.ArgumentParser) -> dict:
+    """The benchmark; prints its tables and returns the figures (``--json``'s payload)."""
     if args.report is not None:
         from fastcoder.budget import CostCurve
 
@@ -359,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         edited = [r for r in results if r["changed"]]
         if 0 < len(edited) < len(results):
             print_report(edited, methods, curve, title=f"only the {len(edited)} tasks the model really edited")
-        return 0
+        return data
     methods = ["ar"] + [m for m in args.methods.split(",") if m and m != "ar"]
     bad = [m for m in methods if m not in METHODS]
     if bad:
@@ -443,12 +452,12 @@ def main(argv: list[str] | None = None) -> int:
         summary_edited = print_report(edited, methods, curve, title=f"only the {len(edited)} tasks the model really edited")
     else:
         summary_edited = summary
+    payload = {"results": results, "summary": summary, "summary_edited": summary_edited, "methods": methods,
+               "curve": {"ks": list(curve.ks), "seconds": list(curve.seconds)}, "model": args.model, "dtype": args.dtype}
     if args.json is not None:
-        payload = {"results": results, "summary": summary, "summary_edited": summary_edited, "methods": methods,
-                   "curve": {"ks": list(curve.ks), "seconds": list(curve.seconds)}, "model": args.model, "dtype": args.dtype}
         args.json.write_text(json.dumps(payload, indent=1, default=str))
     engine.close()
-    return 0
+    return payload
 
 
 if __name__ == "__main__":

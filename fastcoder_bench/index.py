@@ -1,6 +1,6 @@
 """Benchmark of the repository index (prints numbers; not a test).
 
-    python -m indexer.bench_index [--root DIR] [--model SPEC] [--saves 50] [--common]
+    fastcoder bench index [--root DIR] [--model SPEC] [--saves 50] [--common]
 
 1. Full build of a real repository (default: the Django 5.1.4 sdist, about 2,800
    Python files, fetched with ``pip download --no-deps --no-binary :all:`` and
@@ -35,6 +35,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from fastcoder_bench.output import recording
 
 DJANGO = "django==5.1.4"
 
@@ -93,14 +95,22 @@ def load_bench_tokenizer(spec: str | None) -> tuple[Any, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="fastcoder bench index", description=__doc__.splitlines()[0])
     ap.add_argument("--root", type=Path, help="repository to index (default: Django 5.1.4 sdist)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/dj"), help="where the Django sdist is kept")
     ap.add_argument("--model", help="tokenizer's model spec (default: qwen2.5-coder-0.5b if cached)")
     ap.add_argument("--saves", type=int, default=50, help="saves to time (default 50)")
     ap.add_argument("--common", action="store_true", help="also time the stdlib D_c build")
     ap.add_argument("--json", action="store_true", help="print one JSON object at the end")
+    ap.add_argument("--out", type=Path, default=None, metavar="DIR", help="write DIR/report.json and DIR/report.md")
     args = ap.parse_args(argv)
+    with recording(args.out, "index", args, argv) as rec:
+        rec.results = _run(args)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> dict[str, Any]:
+    """The benchmark; prints its figures and returns them."""
 
     import logging
 
@@ -171,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         if not idx.wait_ready(600):
             raise SystemExit("the index did not become ready")
         time.sleep(0.5)  # let the observer settle
-        files = sorted(p for p in (root / "django").rglob("*.py") if p.stat().st_size > 200)
+        pkg = root / "django" if (root / "django").is_dir() else root  # the Django sdist: its package, not its tests
+        files = sorted(p for p in pkg.rglob("*.py") if p.stat().st_size > 200)
         rng = random.Random(0)
         picks = rng.sample(files, min(args.saves, len(files)))
         lat: list[float] = []
@@ -228,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
 
         # 4. retrieval ---------------------------------------------------------------
         ctxs = []
-        for path in rng.sample(files, 50):
+        for path in rng.sample(files, min(50, len(files))):
             ids = tok(path.read_text(encoding="utf-8"), add_special_tokens=False)["input_ids"]
             for _ in range(4):
                 end = rng.randrange(16, max(17, len(ids)))
@@ -263,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
         print(json.dumps(results))
-    return 0
+    return results
 
 
 if __name__ == "__main__":

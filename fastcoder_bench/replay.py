@@ -16,8 +16,8 @@ match what was actually typed next (whole suggestion / first line), the share th
 arrived before the next keystroke, and the server's own counters (prefill saving,
 mean accepted length, typed-through answers).
 
-    python -m lsp_server.bench_replay                      # pygls' TextDocument._apply_incremental_change
-    python -m lsp_server.bench_replay --file F --function NAME --method ar --dtype bfloat16
+    fastcoder bench replay                      # pygls' TextDocument._apply_incremental_change
+    fastcoder bench replay --file F --function NAME --method ar --dtype bfloat16
 
 Not a test: it prints numbers. Absolute times on a shared CPU are noisy; the load
 average is printed with them.
@@ -40,6 +40,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from fastcoder_bench.output import recording
 
 DEBOUNCE_S = 0.150
 CLOSERS = {"(": ")", "[": "]", "{": "}"}
@@ -394,7 +396,7 @@ def load_average() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lsp_server.bench_replay", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="fastcoder bench replay", description=__doc__.splitlines()[0])
     ap.add_argument("--file", type=Path, help="Python file (default: pygls/workspace/text_document.py)")
     ap.add_argument("--function", help="function whose body is typed (default: _apply_incremental_change)")
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
@@ -413,7 +415,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ready-timeout", type=float, default=900)
     ap.add_argument("--json", type=Path, help="write the summary (and every sample) here")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every request")
+    ap.add_argument("--out", type=Path, default=None, metavar="DIR", help="write DIR/report.json and DIR/report.md")
     args = ap.parse_args(argv)
+    with recording(args.out, "replay", argparse.Namespace(**vars(args)), argv) as rec:
+        rec.results = _run(args)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> dict:
+    """The replay, one fresh server per method; prints the summaries and returns them."""
 
     path, function = default_file()
     path = args.file or path
@@ -438,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"load average after: {load_average()}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
-    return 0
+    return results
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Retrieval latency benchmark (prints numbers; not a test).
 
-    python -m fastcoder.retrieval_bench [--model NAME] [--store PATH] [--queries N]
+    fastcoder bench retrieval [--model NAME] [--store PATH] [--queries N]
 
 Queries are real code contexts that are *not* in the store: every token position of
 this repository's own Python files (sampled), tokenized with the model's tokenizer.
@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fastcoder_bench.output import recording
+
 
 def _rss_mb() -> float:
     with open("/proc/self/status") as fh:
@@ -34,17 +36,31 @@ def percentiles(samples: list[float]) -> str:
     return f"p50 {np.percentile(a, 50):.3f} ms  p95 {np.percentile(a, 95):.3f} ms  p99 {np.percentile(a, 99):.3f} ms  (n={a.size})"
 
 
-def main(argv: list[str] | None = None) -> int:
-    from fastcoder.datastore import TokenDatastore
-    from fastcoder.models import DEFAULT_MODEL, load_tokenizer
-    from fastcoder.ngram import NgramIndex
+def quantiles_ms(samples: list[float]) -> dict[str, float]:
+    a = np.asarray(samples) * 1000
+    return {"n": int(a.size), **{f"p{q}_ms": round(float(np.percentile(a, q)), 4) for q in (50, 95, 99)}}
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+
+def main(argv: list[str] | None = None) -> int:
+    from fastcoder.models import DEFAULT_MODEL
+
+    ap = argparse.ArgumentParser(prog="fastcoder bench retrieval", description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--store", type=Path, help="datastore file (default: the cached stdlib D_c)")
     ap.add_argument("--queries", type=int, default=2000)
     ap.add_argument("--query-dir", type=Path, default=Path(__file__).resolve().parent.parent)
+    ap.add_argument("--out", type=Path, default=None, metavar="DIR", help="write DIR/report.json and DIR/report.md")
     args = ap.parse_args(argv)
+    with recording(args.out, "retrieval", args, argv) as rec:
+        rec.results = _run(args)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> dict:
+    """The benchmark; prints its figures and returns them."""
+    from fastcoder.datastore import TokenDatastore
+    from fastcoder.models import load_tokenizer
+    from fastcoder.ngram import NgramIndex
 
     tok = load_tokenizer(args.model, progress=False)
     rss0 = _rss_mb()
@@ -57,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         store = ensure_common(tok)
     load_s = time.perf_counter() - t0
     print(f"store: {store.n_tokens:,} tokens, {store.n_docs:,} docs; load {load_s * 1000:.0f} ms; RSS +{_rss_mb() - rss0:.0f} MB")
+    results: dict = {"store_tokens": store.n_tokens, "store_docs": store.n_docs, "load_ms": round(load_s * 1000, 1),
+                     "rss_load_mb": round(_rss_mb() - rss0, 1)}
 
     files = sorted(p for p in args.query_dir.rglob("*.py") if ".venv" not in p.parts)
     streams = [tok(p.read_text(encoding="utf-8", errors="replace"), add_special_tokens=False)["input_ids"] for p in files]
@@ -80,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     hist = np.bincount(np.asarray(lens), minlength=17)
     print("match length histogram (0 = no match): " + " ".join(f"{i}:{c}" for i, c in enumerate(hist.tolist()) if c))
     print(f"RSS growth after queries: +{_rss_mb() - rss0:.0f} MB (store file ~{(store.tokens.nbytes + store.sa.nbytes) / 2**20:.0f} MB)")
+    results.update(retrieve=quantiles_ms(lat), match_len_hist=hist.tolist(), rss_queries_mb=round(_rss_mb() - rss0, 1))
 
     cache = NgramIndex(key_len=2, max_sequences=2000)
     for _ in range(2000):
@@ -92,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         cache.retrieve(q, n_max=16, max_nodes=64, max_depth=16)
         clat.append(time.perf_counter() - t)
     print(f"CACHE lookup (2,000 sequences): {percentiles(clat)}")
-    return 0
+    results["cache_lookup"] = quantiles_ms(clat)
+    return results
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Datastore scale benchmark (prints numbers; not a test).
 
-    python -m indexer.scale_bench --source D_C.fcds [--source DIR_OF_SHARDS ...]
-        [--sizes 10e6,50e6,100e6] [--out DIR] [--queries 2000] [--keep]
+    fastcoder bench scale --source D_C.fcds [--source DIR_OF_SHARDS ...]
+        [--sizes 10e6,50e6,100e6] [--work DIR] [--queries 2000] [--keep] [--out DIR]
 
 Builds stores of about the given token counts from the documents of real stores (a
 PyPI D_c, D_d shard folders; taken in order, whole documents, each document at most
@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from fastcoder_bench.output import recording
 
 
 def _status() -> dict[str, float]:
@@ -173,10 +175,10 @@ def _first_file(src: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="fastcoder bench scale", description=__doc__.splitlines()[0])
     ap.add_argument("--source", action="append", default=[], help="a store file or shard folder to take documents from")
     ap.add_argument("--sizes", default="10e6,50e6,100e6")
-    ap.add_argument("--out", type=Path, default=Path("/tmp/fastcoder-scale"))
+    ap.add_argument("--work", type=Path, default=Path("/tmp/fastcoder-scale"), help="where the stores are built (and the query set kept)")
     ap.add_argument("--queries", type=int, default=2000)
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
     ap.add_argument("--measure", help=argparse.SUPPRESS)
@@ -185,10 +187,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parallel", type=int, default=0, help="with --sharded: also search the shards in this many threads")
     ap.add_argument("--caps", default="0,32768", help="ShardedStore max_positions values to measure (comma-separated; 0 = exact)")
     ap.add_argument("--keep", action="store_true", help="keep the built stores")
+    ap.add_argument("--out", type=Path, default=None, metavar="DIR", help="write DIR/report.json and DIR/report.md")
     args = ap.parse_args(argv)
+    if args.measure:  # the child process of a build-and-measure run
+        _run(args)
+        return 0
+    with recording(args.out, "scale", args, argv) as rec:
+        rec.results = _run(args)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> list[dict]:
+    """The benchmark; prints its rows and returns them."""
     caps = [int(c) for c in args.caps.split(",") if c]
-    args.out.mkdir(parents=True, exist_ok=True)
-    qfile = args.out / "queries.json"
+    args.work.mkdir(parents=True, exist_ok=True)
+    qfile = args.work / "queries.json"
     if args.queries_file is None:
         if not qfile.is_file():  # one fixed query set for every run (the repo's files change)
             qfile.write_text(json.dumps(_queries(_tokenizer(args.model), args.queries, Path(__file__).resolve().parent.parent)))
@@ -198,23 +211,23 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(res))
         if args.sharded:
             _table([res])
-        return 0
+        return [res]
     rows = []
     for n in [int(float(x)) for x in args.sizes.split(",")]:
-        b = build(args.source, n, args.out)
+        b = build(args.source, n, args.work)
         print(json.dumps({"built": b}), flush=True)
         proc = subprocess.run([sys.executable, "-m", "fastcoder_bench.scale", "--measure", b["path"], "--queries", str(args.queries),
                                "--queries-file", args.queries_file, "--caps", args.caps], capture_output=True, text=True)
         if proc.returncode != 0:
             print(proc.stderr[-3000:], file=sys.stderr)
-            return 1
+            raise SystemExit(1)
         row = {**json.loads(proc.stdout.strip().splitlines()[-1]), **b}
         rows.append(row)
         print(json.dumps(row), flush=True)
         if not args.keep:
             os.unlink(b["path"])
     _table(rows)
-    return 0
+    return rows
 
 
 def _table(rows: list[dict]) -> None:

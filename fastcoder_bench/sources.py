@@ -1,7 +1,7 @@
 """What each common-code source adds: the bench's repository suite with REST and
 FastCoder on several D_c / D_d choices, side by side in one process (not a test).
 
-    python -m indexer.source_bench --out DIR [--limit 10] [--max-new-tokens 128]
+    fastcoder bench sources --out DIR [--limit 10] [--max-new-tokens 128]
         [--common NAME=PATH ...] [--no-dd] [--max-positions 32768]
 
 Variants, interleaved task by task with the bench's harness (``fastcoder_bench.suite``): ``ar``;
@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from fastcoder_bench.output import recording
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +77,13 @@ def project_deps(project: Any, tokenizer: Any, fingerprint: str, *, extra: tuple
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True, type=Path)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--replay" in argv:
+        argv.remove("--replay")
+        return replay_main(argv)
+    ap = argparse.ArgumentParser(prog="fastcoder bench sources", description=__doc__.splitlines()[0])
+    ap.add_argument("--replay", action="store_true", help="the oracle replay instead (see replay_main; its report goes to DIR/replay/)")
+    ap.add_argument("--out", required=True, type=Path, metavar="DIR", help="tasks.jsonl (a rerun resumes), report.json and report.md")
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--limit", type=int, default=10)
@@ -90,7 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    with recording(args.out, "sources", args, argv) as rec:
+        rec.results = _run(args)
+    return 0
 
+
+def _run(args: argparse.Namespace) -> dict:
+    """The side-by-side run; prints the summary and returns the figures."""
     from fastcoder_bench.suite.cli import repo_suite
     from fastcoder_bench.suite.projects import load_projects
     from fastcoder_bench.suite.runner import Harness, append_result, machine_info, read_results
@@ -184,10 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     info.update({"machine": machine, "loadavg_end": list(__import__("os").getloadavg()), "tasks": len(records),
                  "max_new_tokens": n, "model": args.model, "dtype": args.dtype, "max_positions": args.max_positions,
                  "summary": summary})
-    (out / "sources_report.json").write_text(json.dumps(info, indent=1))
     print(format_summary(summary))
     engine.close()
-    return 0
+    return info
 
 
 def summarize(records: list[dict], names: list[str]) -> dict[str, dict[str, float]]:
@@ -277,14 +289,14 @@ class OracleVerifier:
 
 
 def replay_main(argv: list[str] | None = None) -> int:
-    """``python -c 'from indexer.source_bench import replay_main; replay_main()' ...``:
+    """``fastcoder bench sources --replay --out DIR ...``:
     greedy reference outputs from the real model (one lossless run per task, saved in
     OUT/reference.jsonl and reused; AR outputs of OUT/tasks.jsonl where present), then
     every variant replayed against them with :class:`OracleVerifier`. Speed is
     estimated from the measured cost curve: decode time = sum over steps of c(tree
     size) + the measured retrieval time, against c(0) per token for AR."""
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True, type=Path)
+    ap = argparse.ArgumentParser(prog="fastcoder bench sources --replay")
+    ap.add_argument("--out", required=True, type=Path, metavar="DIR", help="the run's DIR (report in DIR/replay/)")
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--limit", type=int, default=10)
@@ -292,9 +304,15 @@ def replay_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-prompt-tokens", type=int, default=1024)
     ap.add_argument("--common", action="append", default=[], metavar="NAME=PATH")
     ap.add_argument("--seed", type=int, default=0)
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    with recording(args.out / "replay", "sources", args, ["--replay", *argv]) as rec:
+        rec.results = _replay(args)
+    return 0
 
+
+def _replay(args: argparse.Namespace) -> dict:
     from fastcoder_bench.suite.cli import repo_suite
     from fastcoder_bench.suite.projects import load_projects
     from fastcoder_bench.suite.runner import Harness, read_results
@@ -401,13 +419,13 @@ def replay_main(argv: list[str] | None = None) -> int:
         summary[nm] = {"mean_accept_len": row["tokens"] / max(1, row["steps"]), "est_ms_per_token": ms, "est_speedup": ar_ms / ms,
                        "retrieval_ms_per_search": 1000 * row["retr_s"] / max(1, row["searches"]),
                        "accepted_by_source": per_source.get(nm, {})}
-    (out / "replay_report.json").write_text(json.dumps({"tasks": len(tasks), "max_new_tokens": n, "summary": summary,
-                                                        "cost_curve": {"ks": list(curve.ks), "seconds": list(curve.seconds)},
-                                                        "commons": {k: v.n_tokens for k, v in commons.items()},
-                                                        "dd_tokens": {k: v.n_tokens for k, v in dds.items()}}, indent=1))
+    results = {"replay": True, "tasks": len(tasks), "max_new_tokens": n, "summary": summary,
+               "cost_curve": {"ks": list(curve.ks), "seconds": list(curve.seconds)},
+               "commons": {k: v.n_tokens for k, v in commons.items()},
+               "dd_tokens": {k: v.n_tokens for k, v in dds.items()}}
     lines = ["| variant | mean accepted length | est. speedup vs AR (cost curve) | accepted tokens by source |", "|---|---|---|---|"]
     for nm, m in summary.items():
         lines.append(f"| {nm} | {m['mean_accept_len']:.2f} | {m['est_speedup']:.2f}x | {m['accepted_by_source']} |")
     print("\n".join(lines))
     engine.close()
-    return 0
+    return results

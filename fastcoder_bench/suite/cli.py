@@ -8,7 +8,7 @@
                     [--common PATH|none] --out DIR
 
 Results go to DIR/tasks.jsonl (one line per finished task; a rerun resumes), then
-DIR/report.json, DIR/report.md and PNG plots. See fastcoder/bench/README.md.
+DIR/report.json, DIR/report.md and PNG plots. See fastcoder_bench/suite/README.md.
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ def write_report(out: Path, records: list[dict], variants: list[str], machine: d
                  run: dict, decode_token=None, plots: bool = True) -> dict:
     from fastcoder_bench.suite.report import build_report, to_markdown, validate_report
 
-    report = build_report(records, variants, machine=machine, model=model, dtype=dtype, run=run, decode_token=decode_token)
+    report = {"kind": "suite",
+              **build_report(records, variants, machine=machine, model=model, dtype=dtype, run=run, decode_token=decode_token)}
     validate_report(report)
     tmp = out / "report.json.tmp"
     tmp.write_text(json.dumps(report, indent=1))
@@ -292,8 +293,8 @@ def simulate_only(out: Path) -> int:
     return 0
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register `bench`."""
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    """Register `bench` (the suite's flags); returns its parser."""
     from fastcoder.models import DEFAULT_MODEL
 
     p = subparsers.add_parser(
@@ -332,9 +333,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_main)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`fastcoder bench suite ARGS` (= `fastcoder bench ARGS`)."""
+    p = add_parser(argparse.ArgumentParser(prog="fastcoder").add_subparsers())
+    p.prog = "fastcoder bench suite"
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return _main(args)
 
 
 def _main(args: argparse.Namespace) -> int:
     if not args.out:
         raise FastCoderError("--out DIR is required")
     return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
