@@ -50,10 +50,12 @@ class Stub:
 
 
 def _line_starts(text: str) -> list[int]:
+    """Offsets where the ``\\n``-separated lines of ``text`` start."""
     starts = [0]
-    for i, ch in enumerate(text):
-        if ch == "\n":
-            starts.append(i + 1)
+    i = text.find("\n")
+    while i >= 0:
+        starts.append(i + 1)
+        i = text.find("\n", i + 1)
     return starts
 
 
@@ -145,9 +147,106 @@ def python_stub(text: str, line: int) -> Stub | None:
 
 # ---------------------------------------------------------------------------- heuristics
 
-_PY_DEF = re.compile(r"^(\s*)(async\s+)?def\s+(\w+)\s*\(.*\)\s*(->\s*[^:]+)?:\s*(#.*)?$")
 _PY_STUB_LINE = re.compile(r"^\s*(pass|\.\.\.|raise\s+NotImplementedError(\(.*\))?)\s*(#.*)?$")
-_BRACE_SIG = re.compile(r"^(\s*)(?!(?:if|for|while|switch|catch|else|do|try|return)\b)[^;{}()]*?(\w+)\s*\([^;{}]*\)[^;{}]*\{\s*(\}?)\s*$")
+_BLOCK_KEYWORDS = frozenset(("if", "for", "while", "switch", "catch", "else", "do", "try", "return"))
+MAX_SIGNATURE_CHARS = 1000
+"""Longer lines are not taken for a function signature (the scans below are linear, and
+the heuristics look at up to 200 lines per request, on the server's event loop)."""
+
+
+def _is_word(ch: str) -> bool:
+    return ch == "_" or ch.isalnum()
+
+
+def _word_at(text: str, i: int) -> int:
+    """The end of the run of word characters starting at ``i``."""
+    n = len(text)
+    while i < n and _is_word(text[i]):
+        i += 1
+    return i
+
+
+def _def_tail(rest: str) -> bool:
+    """Whether ``rest`` (what follows ``def name(``) matches ``.*\\)\\s*(->\\s*[^:]+)?:\\s*(#.*)?$``:
+    a ``)``, an optional return annotation, a ``:``, then only a comment. One pass (the
+    regex backtracks quadratically on lines with many ``)``)."""
+    n = len(rest)
+    tail_ok = [False] * (n + 1)  # rest[i:] is blanks and perhaps a comment
+    tail_ok[n] = True
+    for i in range(n - 1, -1, -1):
+        ch = rest[i]
+        tail_ok[i] = ch == "#" or (ch.isspace() and tail_ok[i + 1])
+    arrow_end = n + 1  # the earliest ") ->" end since the last ":"
+    last_solid = -1  # the last non-blank character so far
+    for i, ch in enumerate(rest):
+        if ch == ":":
+            if tail_ok[i + 1] and ((last_solid >= 0 and rest[last_solid] == ")") or arrow_end < i):
+                return True
+            arrow_end = n + 1
+        elif ch == ")":
+            k = i + 1
+            while k < n and rest[k].isspace():
+                k += 1
+            if rest.startswith("->", k):
+                arrow_end = min(arrow_end, k + 2)
+        if not ch.isspace():
+            last_solid = i
+    return False
+
+
+def py_def(line: str) -> tuple[str, str] | None:
+    """(indentation, name) when ``line`` is a one-line Python ``def`` signature ending in
+    ``:`` (and perhaps a comment); else None."""
+    if len(line) > MAX_SIGNATURE_CHARS:
+        return None
+    body = line.lstrip()
+    indent = line[: len(line) - len(body)]
+    if body.startswith("async") and body[5:6].isspace():
+        body = body[5:].lstrip()
+    if not (body.startswith("def") and body[3:4].isspace()):
+        return None
+    rest = body[3:].lstrip()
+    end = _word_at(rest, 0)
+    if end == 0:
+        return None
+    name, rest = rest[:end], rest[end:].lstrip()
+    if not rest.startswith("(") or not _def_tail(rest[1:]):
+        return None
+    return indent, name
+
+
+def brace_signature(line: str) -> tuple[str, str, bool] | None:
+    """(indentation, name, closed) when ``line`` opens a function body in a brace
+    language, ``name(...) {`` (closed: ``name(...) {}``), not a control statement
+    (``if (x) {``); else None. String operations only: linear in the line."""
+    if len(line) > MAX_SIGNATURE_CHARS:
+        return None
+    head = line.rstrip()
+    closed = head.endswith("}")
+    if closed:
+        head = head[:-1].rstrip()
+    if not head.endswith("{"):
+        return None
+    head = head[:-1]
+    if ";" in head or "{" in head or "}" in head:
+        return None
+    paren = head.find("(")
+    if paren < 0 or ")" in head[:paren] or head.rfind(")") < paren:
+        return None
+    k = paren
+    while k > 0 and head[k - 1].isspace():
+        k -= 1
+    j = k
+    while j > 0 and _is_word(head[j - 1]):
+        j -= 1
+    if j == k:
+        return None
+    body = head.lstrip()
+    indent = head[: len(head) - len(body)]
+    if body[: _word_at(body, 0)] in _BLOCK_KEYWORDS:
+        return None
+    return indent, head[j:k], closed
+
 _COMMENT = re.compile(r"^\s*(//.*|/\*.*\*/|#.*|--.*)?$")
 
 
@@ -156,8 +255,8 @@ def indentation_stub(text: str, line: int) -> Stub | None:
     lines = text.split("\n")
     starts = _line_starts(text)
     for d in range(min(line, len(lines) - 1), max(-1, line - 200), -1):
-        m = _PY_DEF.match(lines[d].rstrip("\r"))
-        if not m:
+        m = py_def(lines[d].rstrip("\r"))
+        if m is None:
             continue
         def_w = indent_width(lines[d])
         body: list[int] = []
@@ -182,10 +281,10 @@ def indentation_stub(text: str, line: int) -> Stub | None:
         indent = _leading_ws(lines[real[0]]) if real else _leading_ws(lines[d]) + _unit_for(text)
         if stub_lines:
             a, b = stub_lines[0], stub_lines[-1]
-            return Stub(m.group(3), d, last, starts[a], starts[b] + len(lines[b].rstrip("\r")), indent, indent, "")
+            return Stub(m[1], d, last, starts[a], starts[b] + len(lines[b].rstrip("\r")), indent, indent, "")
         anchor = doc_lines[-1] if doc_lines else d
         pos = starts[anchor] + len(lines[anchor].rstrip("\r"))
-        return Stub(m.group(3), d, last, pos, pos, indent, "\n" + indent, "")
+        return Stub(m[1], d, last, pos, pos, indent, "\n" + indent, "")
     return None
 
 
@@ -195,17 +294,17 @@ def brace_stub(text: str, line: int) -> Stub | None:
     starts = _line_starts(text)
     for d in range(min(line, len(lines) - 1), max(-1, line - 50), -1):
         raw = lines[d].rstrip("\r")
-        m = _BRACE_SIG.match(raw)
-        if not m:
+        m = brace_signature(raw)
+        if m is None:
             continue
-        sig_indent = m.group(1)
+        sig_indent, name, closed = m
         indent = sig_indent + _unit_for(text)
         open_col = raw.rindex("{")
-        if m.group(3):  # "f() {}" on one line
+        if closed:  # "f() {}" on one line
             if line != d:
                 return None
             pos = starts[d] + open_col + 1
-            return Stub(m.group(2), d, d, pos, pos, indent, "\n" + indent, "\n" + sig_indent)
+            return Stub(name, d, d, pos, pos, indent, "\n" + indent, "\n" + sig_indent)
         i = d + 1
         while i < len(lines) and _COMMENT.match(lines[i].rstrip("\r")) and lines[i].strip() != "}":
             i += 1
@@ -215,7 +314,7 @@ def brace_stub(text: str, line: int) -> Stub | None:
         end = starts[i] + len(lines[i]) - len(lines[i].lstrip(" \t"))
         if any(lines[j].strip() for j in range(d + 1, i)):
             return None  # comments in the body: leave them alone
-        return Stub(m.group(2), d, i, start, end, indent, "\n" + indent, "\n" + _leading_ws(lines[i]))
+        return Stub(name, d, i, start, end, indent, "\n" + indent, "\n" + _leading_ws(lines[i]))
     return None
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastcoder.models import FimTokens
+from lsp_server.documents import tokenizable
 
 # characters per token is rarely above this; used to avoid tokenizing a whole huge file
 _MAX_CHARS_PER_TOKEN = 12
@@ -91,6 +92,7 @@ def _encode(tokenizer: Any, text: str, offsets: bool = False) -> Any:
     kwargs: dict[str, Any] = {"add_special_tokens": False}
     if offsets:
         kwargs["return_offsets_mapping"] = True
+    text = tokenizable(text)  # lone surrogates -> U+FFFD, one for one (offsets stay valid)
     try:
         # text that merely looks like a special token must not become one
         return tokenizer(text, split_special_tokens=True, **kwargs)

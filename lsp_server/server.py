@@ -19,20 +19,34 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import json
 import logging
 import os
-import re
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import unquote
 
 from lsprotocol import types
-from lsprotocol.converters import get_converter
-from pygls.exceptions import FeatureNotificationError, JsonRpcException, JsonRpcInternalError
+from lsprotocol.types import ResponseErrorMessage
+from pygls.exceptions import (
+    FeatureNotificationError,
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+)
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
+from pygls.protocol import (
+    JsonRPCNotification,
+    JsonRPCRequestMessage,
+    JsonRPCResponseMessage,
+    LanguageServerProtocol,
+    default_converter,
+)
+from pygls.workspace import Workspace
 from pygls.uris import to_fs_path
 
 from fastcoder import __version__ as _fastcoder_version
@@ -40,7 +54,16 @@ from fastcoder.errors import FastCoderError
 from fastcoder.stats import GenStats
 from lsp_server import actions, edit
 from lsp_server.complete import Completer, Outcome
-from lsp_server.documents import BadRequest, offset_at, open_document, position_at, range_offsets
+from lsp_server.documents import (
+    BadRequest,
+    OpenDocuments,
+    line_index,
+    offset_at,
+    open_document,
+    position_at,
+    range_offsets,
+    tokenizable,
+)
 from lsp_server.metrics import ServerMetrics
 from lsp_server.model_host import ModelHost
 from lsp_server.postprocess import document_indent_unit, reindent
@@ -56,8 +79,19 @@ STATUS = "fastcoder/status"
 CMD_EDIT = "fastcoder.editSelection"
 CMD_REBUILD = "fastcoder.rebuildIndex"
 CMD_STATS = "fastcoder.stats"
+CMD_DEBUG_DOCUMENT = "fastcoder.debugDocument"
 REQUEST_FAILED = types.LSPErrorCodes.RequestFailed.value
-_WORD_BEFORE = re.compile(r"[A-Za-z_0-9]*$")
+_WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789")
+
+
+def word_before(line: str) -> str:
+    """The identifier characters (``[A-Za-z_0-9]``) that end ``line``: what the client
+    filters completion items with. A scan back from the end, linear in the word (a
+    regex search for ``[A-Za-z_0-9]*$`` is quadratic in a long line of them)."""
+    i = len(line)
+    while i > 0 and line[i - 1] in _WORD_CHARS:
+        i -= 1
+    return line[i:]
 
 
 class RequestFailed(JsonRpcException):
@@ -69,29 +103,148 @@ class RequestFailed(JsonRpcException):
         super().__init__(message=message, code=REQUEST_FAILED)
 
 
+def strict_converter() -> Any:
+    """pygls' converter, but a JSON value of the wrong type is an error, not coerced
+    (cattrs would take ``"0"``, ``0.5`` and ``true`` as the integer 0, 0 and 1, and any
+    value as a string). An integral float (``1.0``) is still the integer 1."""
+    conv = default_converter()
+
+    def strict_int(value: Any, _type: Any) -> int:
+        if type(value) is int:
+            return value
+        if type(value) is float and value.is_integer():
+            return int(value)
+        raise TypeError(f"expected an integer, got {_show(value)}")
+
+    def strict_float(value: Any, _type: Any) -> float:
+        if type(value) in (int, float):
+            return float(value)
+        raise TypeError(f"expected a number, got {_show(value)}")
+
+    def strict_bool(value: Any, _type: Any) -> bool:
+        if type(value) is bool:
+            return value
+        raise TypeError(f"expected true or false, got {_show(value)}")
+
+    def strict_str(value: Any, _type: Any) -> str:
+        if type(value) is str:
+            return value
+        raise TypeError(f"expected a string, got {_show(value)}")
+
+    conv.register_structure_hook(int, strict_int)
+    conv.register_structure_hook(float, strict_float)
+    conv.register_structure_hook(bool, strict_bool)
+    conv.register_structure_hook(str, strict_str)
+    return conv
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
 class FastCoderProtocol(LanguageServerProtocol):
-    """pygls' protocol, plus: a request whose params do not fit the LSP types still
-    gets an answer (InvalidParams with the reason) instead of silence."""
+    """pygls' protocol with three changes:
 
-    def structure_message(self, data: dict[str, Any]):
+    * a message is structured once, as a whole, in :meth:`handle_message`. pygls
+      structures it in the ``object_hook`` of ``json.loads``, which also sees every
+      nested object: a ``params`` or command argument that looks like a message was
+      answered under its own id, and the real request then went unanswered.
+    * every request gets exactly one answer: one whose params do not fit the LSP types
+      gets InvalidParams with the reason; one that is not JSON-RPC 2.0, or that comes
+      after ``shutdown``, gets InvalidRequest. Rejections are logged in one line at INFO
+      or WARNING (no tracebacks: they are the client's mistakes, not the server's).
+    * documents are :class:`lsp_server.documents.LspDocument` (LSP line breaks, one
+      position codec) and a change to a document that is not open is ignored quietly.
+    """
+
+    def structure_message(self, data: dict[str, Any]) -> dict[str, Any]:
+        return data  # the object_hook: nested objects stay plain; see handle_message
+
+    def handle_message(self, message: Any) -> None:
+        if not isinstance(message, dict):
+            log.warning("ignored a message that is not a JSON object: %s", _show(message))
+            return
+        msg_id = message.get("id")
+        answerable = "method" in message and type(msg_id) in (int, str)  # a request
+        method = message.get("method")
+        if message.get("jsonrpc") != self.VERSION or (method is not None and type(method) is not str):
+            log.warning("ignored a message that is not JSON-RPC 2.0 (method %s)", _show(method))
+            if answerable:
+                self._reject(msg_id, JsonRpcInvalidRequest(message="not a JSON-RPC 2.0 request"))
+            return
+        if self._shutdown and method != types.EXIT:
+            if answerable:
+                log.info("request %s %s after shutdown: rejected", msg_id, method)
+                self._reject(msg_id, JsonRpcInvalidRequest(message="the server is shutting down"))
+            return
         try:
-            return super().structure_message(data)
-        except JsonRpcException as exc:
-            if isinstance(data, dict) and "id" in data and "method" in data:
-                cause = exc.__cause__
-                detail = str(cause) if cause is not None else exc.message
-                try:
-                    import cattrs
+            structured = self._structure(message)
+        except Exception as exc:  # params (or the message) do not fit the LSP types
+            detail = _structure_error(exc)
+            if answerable:
+                log.info("invalid %s request %s: %s", method, msg_id, detail)
+                self._reject(msg_id, JsonRpcInvalidParams(message=f"invalid {method} request: {detail}"))
+            else:
+                log.warning("ignored an invalid %s message: %s", method or "response", detail)
+            return
+        super().handle_message(structured)
 
-                    if cause is not None:
-                        detail = "; ".join(cattrs.transform_error(cause))
-                except Exception:
-                    pass
-                self._send_response(
-                    data["id"],
-                    error=types.ResponseError(code=exc.code, message=f"invalid {data['method']} request: {detail}"),
-                )
-            raise
+    def _structure(self, data: dict[str, Any]) -> Any:
+        """pygls' JsonRPCProtocol.structure_message, for the top-level message only."""
+        conv = self._converter
+        if "id" in data:
+            if "error" in data:
+                return conv.structure(data, ResponseErrorMessage)
+            if "method" in data:
+                return conv.structure(data, self.get_message_type(data["method"]) or JsonRPCRequestMessage)
+            return conv.structure(data, self._result_types.pop(data["id"], None) or JsonRPCResponseMessage)
+        return conv.structure(data, self.get_message_type(data.get("method", "")) or JsonRPCNotification)
+
+    def _reject(self, msg_id: Any, exc: JsonRpcException) -> None:
+        self._send_response(msg_id, error=exc.to_response_error())
+
+    def _send_handler_result(self, future: Any, *, msg_id: Any) -> None:
+        # pygls logs every error answer with a traceback at ERROR level and reports it as
+        # a server error; an expected rejection (InvalidParams, RequestFailed) is one line
+        exc = None if future.cancelled() else future.exception()
+        if isinstance(exc, JsonRpcException):
+            self._request_futures.pop(msg_id, None)
+            log.info("request %s answered with an error: %s", msg_id, exc.message)
+            self._send_response(msg_id, error=exc.to_response_error())
+            return
+        super()._send_handler_result(future, msg_id=msg_id)
+
+    @property
+    def workspace(self) -> Workspace:
+        ws = super().workspace
+        if not isinstance(ws, OpenDocuments):  # pygls makes its own at initialize
+            ws = self._workspace = OpenDocuments.like(ws)
+        return ws
+
+
+class _NoJsonTraceback(logging.Filter):
+    """pygls' read loop logs a body that is not JSON (or not UTF-8) with a traceback at
+    ERROR ("Unable to handle message"); FastCoderServer.report_server_error logs it in
+    one line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (record.msg == "Unable to handle message" and isinstance(exc, ValueError))
+
+
+_pygls_log = logging.getLogger("pygls.server")
+if not any(isinstance(f, _NoJsonTraceback) for f in _pygls_log.filters):
+    _pygls_log.addFilter(_NoJsonTraceback())
+
+
+def _structure_error(exc: BaseException) -> str:
+    try:
+        import cattrs
+
+        return "; ".join(cattrs.transform_error(exc))[:500]
+    except Exception:
+        return f"{type(exc).__name__}: {exc}"[:500]
 
 
 class FastCoderServer(LanguageServer):
@@ -101,6 +254,7 @@ class FastCoderServer(LanguageServer):
             _fastcoder_version,
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
             protocol_cls=FastCoderProtocol,
+            converter_factory=strict_converter,
         )
         self.settings = settings
         self.registry = SessionRegistry()  # the one registry of per-document state
@@ -241,9 +395,15 @@ class FastCoderServer(LanguageServer):
         doc = self.workspace.text_documents.get(uri)
         if doc is None or self.index is None or self.index.workspace is None:
             return
-        self.index.update_buffer(to_fs_path(uri) or uri, doc.source)  # cheap: the indexer queues it
+        self.index.update_buffer(to_fs_path(uri) or uri, tokenizable(doc.source))  # cheap: the indexer queues it
 
     def report_server_error(self, error: Exception, source: Any) -> None:
+        if isinstance(error, JsonRpcException):  # a rejected message: the client's mistake
+            log.warning("%s: %s", getattr(source, "__name__", source), error)
+            return
+        if source is JsonRpcException and isinstance(error, ValueError):  # pygls' read loop
+            log.warning("ignored a message body that is not JSON: %s", error)
+            return
         log.error("server error (%s): %s", getattr(source, "__name__", source), error)
         if source is FeatureNotificationError:
             super().report_server_error(error, source)
@@ -328,7 +488,7 @@ def _quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
     server = FastCoderServer(settings or ServerSettings())
-    conv = get_converter()
+    conv = server.protocol._converter
 
     # ========================================================================= lifecycle
 
@@ -373,7 +533,7 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     @_quiet
     def did_open(ls: FastCoderServer, params: types.DidOpenTextDocumentParams) -> None:
-        doc = ls.workspace.get_text_document(params.text_document.uri)
+        doc = open_document(ls.workspace, params.text_document.uri)
         state = ls.registry.open(doc.uri, ls.settings.engine)
         ls._schedule_buffer(doc.uri, 0.0)
         ls.completer.warm(state, doc.source)
@@ -381,7 +541,9 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     @_quiet
     def did_change(ls: FastCoderServer, params: types.DidChangeTextDocumentParams) -> None:
-        doc = ls.workspace.get_text_document(params.text_document.uri)
+        doc = ls.workspace.text_documents.get(unquote(params.text_document.uri))
+        if doc is None:
+            return  # not open: OpenDocuments logged it
         state = ls.registry.get(doc.uri)
         if state is not None and state.inflight is not None and state.inflight.waiters > 0:
             # the text moved on: the answer someone waits for would be stale. (A block
@@ -445,7 +607,7 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
             return types.CompletionList(is_incomplete=True, items=[])
         text = outcome.text
         label = next((ln.strip() for ln in text.split("\n") if ln.strip()), text.strip())
-        word_prefix = _WORD_BEFORE.search(ctx.line_prefix).group(0)  # what the client filters with
+        word_prefix = word_before(ctx.line_prefix)  # what the client filters with
         item = types.CompletionItem(
             label=label if len(label) <= 80 else label[:77] + "...",
             kind=types.CompletionItemKind.Snippet,
@@ -470,11 +632,13 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
         """Cheap: finds a stub function at the cursor; the model runs at resolve."""
         ls.metrics.request("codeAction")
         doc = open_document(ls.workspace, params.text_document.uri)
-        offset_at(doc, params.range.start)  # validates the position
+        offset = offset_at(doc, params.range.start)  # validates the position
         only = params.context.only
         if only and not any(actions.KIND == k or actions.KIND.startswith(f"{k}.") for k in only):
             return []  # the client asked for other kinds (e.g. quickfix)
-        stub = actions.find_stub(doc.source, params.range.start.line, doc.language_id)
+        source = doc.source
+        line = source.count("\n", 0, offset)  # actions count "\n" lines (as ast does)
+        stub = actions.find_stub(source, line, doc.language_id)
         if stub is None:
             return []
         data = {"uri": doc.uri, "version": doc.version, "defLine": stub.def_line, "name": stub.name}
@@ -541,6 +705,24 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
     def stats_command(ls: FastCoderServer, *args: Any) -> dict[str, Any]:
         return ls.stats_json()
 
+    @server.command(CMD_DEBUG_DOCUMENT)
+    @_guard
+    def debug_document(ls: FastCoderServer, *args: Any) -> dict[str, Any]:
+        """The server's copy of a document, for tests and bug reports: its version,
+        length in UTF-16 code units, line count and the SHA-256 of its UTF-16-LE bytes
+        (what an editor holds); the text itself too with ``{"uri": ..., "text": true}``."""
+        arg = args[0] if args else None
+        if not isinstance(arg, dict) or not isinstance(arg.get("uri"), str):
+            raise BadRequest(f"{CMD_DEBUG_DOCUMENT} takes one argument: {{uri, text?}}")
+        doc = open_document(ls.workspace, arg["uri"])
+        source = doc.source
+        data = source.encode("utf-16-le", "surrogatepass")
+        out = {"uri": doc.uri, "version": doc.version, "utf16Length": len(data) // 2,
+               "lines": len(line_index(doc)), "sha256": hashlib.sha256(data).hexdigest()}  # fmt: skip
+        if arg.get("text") is True:
+            out["text"] = source
+        return out
+
     @server.command(CMD_REBUILD)
     @_guard
     async def rebuild_index(ls: FastCoderServer, *args: Any) -> dict[str, Any]:
@@ -581,7 +763,7 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
             if engine is None:
                 return ""
             new_code, gen = edit.run_edit(
-                engine, code, instruction, doc.language_id, config=settings.engine,
+                engine, tokenizable(code), tokenizable(instruction), doc.language_id, config=settings.engine,
                 sources=ls.index.sources() if ls.index is not None else None, cancel=cancel,
             )  # fmt: skip
             ls.metrics.generation(gen.stats, "edit")
