@@ -206,7 +206,7 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
     def _show(params: Any) -> None:
         print(f"server: {params.message}", file=sys.stderr)
 
-    cmd = [sys.executable, "-m", "fastcoder.cli", "serve", "--model", args.model, "--dtype", args.dtype,
+    cmd = [sys.executable, "-m", "fastcoder_cli", "serve", "--model", args.model, "--dtype", args.dtype,
            "--device", args.device, "--method", args.method]  # fmt: skip
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
     t_start = time.perf_counter()

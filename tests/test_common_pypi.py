@@ -227,7 +227,7 @@ def test_build_common_from_packages_with_provenance_and_resume(tmp_path, tiny_to
 
 def test_cli_from_requirements_and_lookup_names_the_package(tmp_path, tiny_tokenizer, tiny_model_dir, fake_pip,
                                                             isolated_cache, capsys):
-    from fastcoder.cli import main
+    from fastcoder_cli.main import main
 
     add, _ = fake_pip
     add("aaa", "1.0", "def a():\n    return '" + phrase("zzq") + "'\n")
@@ -255,7 +255,7 @@ def test_cli_from_requirements_and_lookup_names_the_package(tmp_path, tiny_token
 
 
 def test_cli_rejects_two_corpora(tmp_path, tiny_model_dir, isolated_cache):
-    from fastcoder.cli import main
+    from fastcoder_cli.main import main
 
     assert main(["build-common", "--model", str(tiny_model_dir), "--from-pypi-top", "3", "--source", str(tmp_path),
                  "--no-progress"]) == 1
@@ -264,7 +264,7 @@ def test_cli_rejects_two_corpora(tmp_path, tiny_model_dir, isolated_cache):
 def test_cli_index_deps_and_lookup(tmp_path, tiny_tokenizer, tiny_model_dir, isolated_cache, capsys):
     import venv
 
-    from fastcoder.cli import main
+    from fastcoder_cli.main import main
 
     ws = tmp_path / "ws"
     write(ws / "main.py", "print('hello')\n")
@@ -291,7 +291,7 @@ def test_cli_index_deps_and_lookup(tmp_path, tiny_tokenizer, tiny_model_dir, iso
 def test_cli_from_env_reads_the_environment_like_dd(tmp_path, tiny_model_dir, isolated_cache, capsys):
     import venv
 
-    from fastcoder.cli import main
+    from fastcoder_cli.main import main
 
     env = tmp_path / "env"
     venv.EnvBuilder(with_pip=False, symlinks=True).create(env)

@@ -17,7 +17,7 @@ import threading
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from fastcoder.cli import main
+from fastcoder_cli.main import main
 from fastcoder.config import DecodeConfig
 from fastcoder.drafters import DraftState, ReuseDrafter, Sources, resync
 from fastcoder.edit import (

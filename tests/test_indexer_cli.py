@@ -28,7 +28,7 @@ def _env(cache: Path) -> dict[str, str]:
 
 def _cli(*args: str, cache: Path, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "fastcoder.cli", *args],
+        [sys.executable, "-m", "fastcoder_cli", *args],
         capture_output=True, text=True, env=_env(cache), timeout=timeout, cwd=REPO,
     )
 
@@ -69,7 +69,7 @@ def test_watch_events_and_sigint(tmp_path, tiny_model_dir):
     write(root / "a.py", f"{phrase('alpha')}\n")
     write(root / "b.py", f"{phrase('bravo')}\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fastcoder.cli", "index", str(root), "--model", str(tiny_model_dir), "--watch", "--events"],
+        [sys.executable, "-m", "fastcoder_cli", "index", str(root), "--model", str(tiny_model_dir), "--watch", "--events"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path / "cache"), cwd=REPO,
     )
     try:

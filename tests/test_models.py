@@ -26,7 +26,7 @@ import pytest
 import torch
 
 from fastcoder import models
-from fastcoder.cli import main
+from fastcoder_cli.main import main
 from fastcoder.errors import ModelError
 from fastcoder.models import FimTokens
 

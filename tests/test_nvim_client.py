@@ -433,7 +433,7 @@ def test_completion_with_real_server(nvim_bin: str, tmp_path: Path, request: pyt
     script = client_script(
         tmp_path,
         plugin_dir=str(PLUGIN_DIR),
-        cmd=[sys.executable, "-m", "fastcoder.cli", "serve"],
+        cmd=[sys.executable, "-m", "fastcoder_cli", "serve"],
         init_options={"model": str(tiny_model_dir), "dtype": "float32", "maxNewTokens": 8},
         file=str(src),
         line=12,

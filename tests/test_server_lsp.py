@@ -83,7 +83,7 @@ async def start_client(model_dir, workspace, options: dict[str, Any] | None = No
     # FASTCODER_CACHE: the tests' isolated cache (tests/conftest.py), inherited
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     config = ClientServerConfig(
-        server_command=[sys.executable, "-m", "fastcoder.cli", "serve", "--model", str(model_dir),
+        server_command=[sys.executable, "-m", "fastcoder_cli", "serve", "--model", str(model_dir),
                         "--dtype", "float32", "--device", "cpu"],
         server_env=env,
     )  # fmt: skip

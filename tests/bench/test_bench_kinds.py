@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fastcoder.cli import build_parser, main
+from fastcoder_cli.main import build_parser, main
 from fastcoder_bench.cli import KINDS
 from fastcoder_bench.output import recording
 

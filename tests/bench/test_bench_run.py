@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fastcoder_bench.suite.report import METHOD_KEYS, validate_report
-from fastcoder.cli import main
+from fastcoder_cli.main import main
 
 from test_bench_tasks import GEOMETRY, TEST_FILE, USES
 

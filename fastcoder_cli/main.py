@@ -14,13 +14,13 @@ import sys
 
 # subcommand name -> module providing add_parser(subparsers)
 COMMANDS: dict[str, str] = {
-    "models": "fastcoder.commands.models_cmd",
-    "generate": "fastcoder.commands.generate_cmd",
-    "serve": "lsp_server.cli",
-    "index": "indexer.cli",
-    "build-common": "indexer.common_cli",
+    "models": "fastcoder_cli.commands.models_cmd",
+    "generate": "fastcoder_cli.commands.generate_cmd",
+    "serve": "fastcoder_cli.commands.serve_cmd",
+    "index": "fastcoder_cli.commands.index_cmd",
+    "build-common": "fastcoder_cli.commands.build_common_cmd",
     "bench": "fastcoder_bench.cli",
-    "edit": "fastcoder.commands.edit_cmd",
+    "edit": "fastcoder_cli.commands.edit_cmd",
 }
 
 

@@ -25,7 +25,7 @@ def _setup_logging(log_file: str | None, verbose: bool) -> None:
         handler = logging.FileHandler(log_file, encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
         root.addHandler(handler)
-    if not root.handlers:  # not started through fastcoder.cli
+    if not root.handlers:  # not started through fastcoder_cli
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     # pygls logs every message body at INFO: far too much for a log people read
