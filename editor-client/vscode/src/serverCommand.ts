@@ -2,7 +2,7 @@
  * How to start the FastCoder language server.
  *
  * Order: `fastcoder.serverPath` (`<serverPath> serve`), else `fastcoder.pythonPath`
- * (`<python> -m fastcoder.cli serve`), else `fastcoder serve` from PATH. A missing
+ * (`<python> -m fastcoder_cli serve`), else `fastcoder serve` from PATH. A missing
  * executable yields `{ ok: false, message }` so the extension can show a clear error
  * instead of letting the language client crash on ENOENT.
  */
@@ -108,7 +108,7 @@ export function resolveServerCommand(
                     'was not found or is not executable.',
             };
         }
-        return { ok: true, command: found, args: ['-m', 'fastcoder.cli', 'serve'], source: 'pythonPath' };
+        return { ok: true, command: found, args: ['-m', 'fastcoder_cli', 'serve'], source: 'pythonPath' };
     }
     const found = findOnPath('fastcoder', deps);
     if (!found) {
@@ -125,7 +125,7 @@ export function resolveServerCommand(
 
 /** Python snippet: exit 0 if the server's packages can be imported, 3 if not. */
 export const PYTHON_PROBE =
-    "import importlib.util as u, sys; sys.exit(0 if u.find_spec('fastcoder') and u.find_spec('lsp_server') else 3)";
+    "import importlib.util as u, sys; sys.exit(0 if u.find_spec('fastcoder_cli') and u.find_spec('lsp_server') else 3)";
 
 export type ExecFile = (
     file: string,
@@ -150,7 +150,7 @@ export function checkPythonHasFastCoder(
             } else if (error.code === 3) {
                 resolve(
                     `FastCoder: the Python interpreter "${python}" does not have FastCoder installed ` +
-                        '(modules fastcoder / lsp_server not found). Run `' +
+                        '(modules fastcoder_cli / lsp_server not found). Run `' +
                         python +
                         ' -m pip install fastcoder` or point fastcoder.pythonPath at the right environment.',
                 );

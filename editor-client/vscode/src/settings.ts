@@ -25,7 +25,7 @@ export interface FastCoderSettings {
     timeBudgetMs: number | null;
     /** Client-only: the `fastcoder` executable. */
     serverPath: string;
-    /** Interpreter for `python -m fastcoder.cli serve`; also sent to the server. */
+    /** Interpreter for `python -m fastcoder_cli serve`; also sent to the server. */
     pythonPath: string;
 }
 

@@ -204,13 +204,13 @@ describe('activate', () => {
         );
     });
 
-    it('starts `<python> -m fastcoder.cli serve` for a Python with FastCoder', async () => {
+    it('starts `<python> -m fastcoder_cli serve` for a Python with FastCoder', async () => {
         const py = path.join(tmp, 'python-ok');
         fs.writeFileSync(py, '#!/bin/sh\nexit 0\n', { mode: 0o755 });
         vscode.__test.config['fastcoder.pythonPath'] = py;
         const api = await activate(context());
         await expect(api.controller.start()).resolves.toBe(true);
-        expect(lc.instances[0].serverOptions).toMatchObject({ command: py, args: ['-m', 'fastcoder.cli', 'serve'] });
+        expect(lc.instances[0].serverOptions).toMatchObject({ command: py, args: ['-m', 'fastcoder_cli', 'serve'] });
         const init = lc.instances[0].clientOptions.initializationOptions();
         expect(init.pythonPath).toBe(py);
     });

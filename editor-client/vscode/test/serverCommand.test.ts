@@ -31,7 +31,7 @@ describe('resolveServerCommand', () => {
         expect(r).toMatchObject({ ok: true, command: '/usr/bin/fastcoder-dev', args: ['serve'] });
     });
 
-    it('uses pythonPath -m fastcoder.cli serve when serverPath is unset', () => {
+    it('uses pythonPath -m fastcoder_cli serve when serverPath is unset', () => {
         const r = resolveServerCommand(
             { serverPath: '', pythonPath: '/venv/bin/python' },
             fakeDeps(['/venv/bin/python', '/usr/bin/fastcoder']),
@@ -39,7 +39,7 @@ describe('resolveServerCommand', () => {
         expect(r).toEqual({
             ok: true,
             command: '/venv/bin/python',
-            args: ['-m', 'fastcoder.cli', 'serve'],
+            args: ['-m', 'fastcoder_cli', 'serve'],
             source: 'pythonPath',
         });
     });

@@ -15,8 +15,8 @@ local uv = vim.uv or vim.loop
 local levels = vim.log.levels
 
 M.defaults = {
-  -- Command that starts the server (stdio). `python -m fastcoder.cli serve` also works:
-  --   cmd = { "/path/to/venv/bin/python", "-m", "fastcoder.cli", "serve" }
+  -- Command that starts the server (stdio). `python -m fastcoder_cli serve` also works:
+  --   cmd = { "/path/to/venv/bin/python", "-m", "fastcoder_cli", "serve" }
   cmd = { "fastcoder", "serve" },
   -- Sent as LSP initializationOptions (camelCase keys, see the README):
   -- model, dtype, device, method, maxNewTokens, timeBudgetMs, enabled, pythonPath.
@@ -166,7 +166,7 @@ function M.check_cmd(cmd)
     return string.format(
       "cannot start the server: `%s` was not found or is not executable. Install FastCoder "
         .. "(pip install fastcoder) or pass cmd = { \"/path/to/fastcoder\", \"serve\" } "
-        .. "(or { \"/path/to/python\", \"-m\", \"fastcoder.cli\", \"serve\" }) to require(\"fastcoder\").setup().",
+        .. "(or { \"/path/to/python\", \"-m\", \"fastcoder_cli\", \"serve\" }) to require(\"fastcoder\").setup().",
       cmd[1]
     )
   end
