@@ -20,7 +20,7 @@ from typing import Any
 
 
 def server_command(model_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "fastcoder.cli", "serve", "--model", str(model_dir), "--dtype", "float32", "--device", "cpu"]
+    return [sys.executable, "-m", "fastcoder_cli", "serve", "--model", str(model_dir), "--dtype", "float32", "--device", "cpu"]
 
 
 def frame(body: bytes) -> bytes:
