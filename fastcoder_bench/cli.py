@@ -1,7 +1,7 @@
 """`fastcoder bench KIND ...`: one entry for every benchmark in this package.
 
     fastcoder bench [suite] (--suite humaneval|repo | --tasks FILE.jsonl) --out DIR ...
-    fastcoder bench replay|edit|retrieval|index|scale|sources [ARGS] [--out DIR]
+    fastcoder bench replay|edit|retrieval|index|scale|sources|soak [ARGS] [--out DIR]
 
 Without a KIND, `fastcoder bench` is the suite (today's flags and ``report.json`` keys).
 Each kind is one module with its own ``main(argv)`` (``fastcoder bench KIND --help``);
@@ -23,6 +23,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "index": ("fastcoder_bench.index", "workspace indexing: full build, reload, saves, D_r retrieval"),
     "scale": ("fastcoder_bench.scale", "retrieval latency, build time and memory at 10M-100M tokens"),
     "sources": ("fastcoder_bench.sources", "FastCoder with several D_c / D_d choices side by side"),
+    "soak": ("fastcoder_bench.soak", "10,000 requests with random cancels over several documents: server RSS and latency"),
 }
 
 

@@ -257,7 +257,7 @@ class FastCoderServer(LanguageServer):
             converter_factory=strict_converter,
         )
         self.settings = settings
-        self.registry = SessionRegistry()  # the one registry of per-document state
+        self.registry = SessionRegistry(max_kv_bytes=settings.kv_cache_mb * 2**20)  # the one registry of per-document state
         self.metrics = ServerMetrics()
         self.host = ModelHost(on_status=self._model_status, on_loaded=self._model_loaded)
         self.index: WorkspaceIndex | None = None
@@ -431,7 +431,8 @@ class FastCoderServer(LanguageServer):
         out = self.metrics.to_json()
         out.update(
             server={"version": _fastcoder_version, "uptimeSeconds": time.monotonic() - self.started,
-                    "openDocuments": len(self.registry), "status": dict(zip(("state", "message"), self.overall_status()))},
+                    "openDocuments": len(self.registry),
+                    "kvCacheMb": round(self.registry.kv_bytes() / 2**20, 1), "status": dict(zip(("state", "message"), self.overall_status()))},
             model=self.host.describe(),
             index=self.index.stats() if self.index is not None else {"state": "not started"},
             settings=self.settings.to_json(),
@@ -497,6 +498,7 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
         ls.loop = asyncio.get_running_loop()
         try:
             ls.settings = ls.settings.merged(params.initialization_options)
+            ls.registry.max_kv_bytes = ls.settings.kv_cache_mb * 2**20
         except SettingsError as exc:
             log.error("initializationOptions: %s (using defaults)", exc)
             ls.call_soon(ls.window_show_message, types.ShowMessageParams(types.MessageType.Error, f"FastCoder: {exc}"))
@@ -580,6 +582,7 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
             ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"FastCoder settings: {exc}"))
             return
         old, ls.settings = ls.settings, new
+        ls.registry.max_kv_bytes = new.kv_cache_mb * 2**20
         log.info("settings changed")
         if new.needs_reload(old):
             ls.registry.cancel_all()

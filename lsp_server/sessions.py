@@ -10,8 +10,10 @@ keystroke prefills only the tokens that changed. It also remembers:
   proposed ("typed-through");
 * where its prompt's prefix started last time (sticky prompt start, for KV reuse).
 
-KV caches are memory (about 12 KB per token for Qwen2.5-Coder-0.5B in bf16), so only
-the most recently used documents keep theirs.
+KV caches are memory (about 12 KB per token for Qwen2.5-Coder-0.5B in bf16, 46 KB for
+SmolLM2-135M in fp32: 94 MB for a 2048-token prompt), so only the most recently used
+documents keep theirs: at most ``max_kv_documents`` of them and at most
+``max_kv_bytes`` together (the document in use always keeps its own).
 """
 
 from __future__ import annotations
@@ -27,6 +29,20 @@ from fastcoder.config import DecodeConfig
 from fastcoder.session import Session
 
 MAX_KV_DOCUMENTS = 8
+MAX_KV_BYTES = 256 * 2**20
+
+
+def kv_bytes(kv: Any) -> int:
+    """Bytes held by the key/value tensors of a :class:`fastcoder.verifier.KVState`."""
+    cache = getattr(kv, "cache", None)
+    if cache is None:
+        return 0
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        tensors = [getattr(layer, name, None) for layer in layers for name in ("keys", "values")]
+    else:  # older transformers
+        tensors = [*getattr(cache, "key_cache", []), *getattr(cache, "value_cache", [])]
+    return sum(int(getattr(t, "nbytes", 0) or 0) for t in tensors if t is not None)
 
 
 @dataclass
@@ -65,9 +81,10 @@ class DocumentState:
 class SessionRegistry:
     """uri -> :class:`DocumentState` for the open documents."""
 
-    def __init__(self, max_kv_documents: int = MAX_KV_DOCUMENTS) -> None:
+    def __init__(self, max_kv_documents: int = MAX_KV_DOCUMENTS, max_kv_bytes: int = MAX_KV_BYTES) -> None:
         self._docs: OrderedDict[str, DocumentState] = OrderedDict()
         self.max_kv_documents = max_kv_documents
+        self.max_kv_bytes = max_kv_bytes
 
     def open(self, uri: str, config: DecodeConfig) -> DocumentState:
         state = self._docs.get(uri)
@@ -86,15 +103,26 @@ class SessionRegistry:
         return self._docs.get(uri)
 
     def touch(self, uri: str) -> None:
-        """Mark ``uri`` as used now; documents beyond the KV limit drop their KV cache."""
+        """Mark ``uri`` as used now; documents beyond the KV limits (count, bytes) drop
+        their KV cache, least recently used first."""
         state = self._docs.get(uri)
         if state is None:
             return
         state.used = time.monotonic()
         self._docs.move_to_end(uri)
-        for old in list(self._docs.values())[: max(0, len(self._docs) - self.max_kv_documents)]:
-            if old.inflight is None:
-                old.session.kv.reset()
+        used = 0
+        for rank, doc in enumerate(reversed(list(self._docs.values()))):
+            size = kv_bytes(doc.session.kv)
+            if rank == 0 or doc.inflight is not None:  # in use: keeps its KV
+                used += size
+            elif size and (rank >= self.max_kv_documents or used + size > self.max_kv_bytes):
+                doc.session.kv.reset()
+            else:
+                used += size
+
+    def kv_bytes(self) -> int:
+        """Bytes of KV cache held by all documents."""
+        return sum(kv_bytes(doc.session.kv) for doc in self._docs.values())
 
     def reset_all(self, config: DecodeConfig) -> None:
         """After a model change: every session starts again (KV and CACHE are per model)."""

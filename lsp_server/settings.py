@@ -41,6 +41,8 @@ dependencyIndex    false                        use D_d, the workspace environme
                                                 (.venv/, venv/ or pythonPath; built in the background,
                                                 tens of millions of tokens: opt-in)
 engine             ``{}``                       any :class:`fastcoder.config.DecodeConfig` field
+kvCacheMb          256                          memory for the KV caches of open documents (the most
+                                                recently used keep theirs, at most 8 documents)
 keepWhitespace     false                        debug: return whitespace-only suggestions too
 ================== ============================ =====================================================
 
@@ -96,6 +98,7 @@ class ServerSettings:
     common_index: bool = True
     dependency_index: bool = False
     keep_whitespace: bool = False
+    kv_cache_mb: int = 256
     engine: DecodeConfig = field(default_factory=DecodeConfig)
 
     # ------------------------------------------------------------------ building
@@ -148,6 +151,7 @@ class ServerSettings:
         positive_int("max_new_tokens")
         positive_int("max_body_tokens")
         positive_int("max_prompt_tokens")
+        positive_int("kv_cache_mb")
         if isinstance(self.max_suffix_tokens, bool) or not isinstance(self.max_suffix_tokens, int) or self.max_suffix_tokens < 0:
             raise SettingsError(f"max_suffix_tokens must be an integer >= 0, got {self.max_suffix_tokens!r}")
         if self.max_prompt_tokens < 16:

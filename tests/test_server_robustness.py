@@ -1,6 +1,6 @@
 """Regression tests of the faults found by fuzzing the server (issue 16), one block per
 fault: the pure pieces (position codec, signature scans, surrogates, strict params) on
-their own, and each fault end to end over the real server's stdio (tests/lsp_stdio.py).
+their own, and each fault end to end over the real server's stdio (fastcoder_bench/lsp_client.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from lsp_server.documents import (
 )
 from lsp_server.prompt import encode
 from lsp_server.server import strict_converter, word_before
-from lsp_stdio import StdioClient, server_command
+from fastcoder_bench.lsp_client import StdioClient, server_command
 
 # ============================================================================ 4. line breaks
 
@@ -283,3 +283,42 @@ def test_unknown_documents_and_bad_params_are_answered_quietly(server: StdioClie
     log = server.log_text()
     assert "nowhere.py, which is not open" in log
     assert " ERROR " not in log, [ln for ln in log.splitlines() if " ERROR " in ln]
+
+
+# ============================================================================ 6. memory
+
+
+class _Layer:
+    def __init__(self, nbytes: int) -> None:
+        import torch
+
+        self.keys = torch.zeros(nbytes // 2, dtype=torch.uint8)
+        self.values = torch.zeros(nbytes - nbytes // 2, dtype=torch.uint8)
+
+
+class _Cache:
+    def __init__(self, nbytes: int) -> None:
+        self.layers = [_Layer(nbytes)]
+
+
+def test_kv_caches_of_open_documents_are_capped_in_bytes():
+    from fastcoder.config import DecodeConfig
+    from lsp_server.sessions import SessionRegistry, kv_bytes
+
+    reg = SessionRegistry(max_kv_documents=8, max_kv_bytes=250)
+    for i in range(5):  # five documents of 100 bytes of KV each, the last used last
+        state = reg.open(f"file:///{i}.py", DecodeConfig())
+        state.session.kv.cache = _Cache(100)
+    assert kv_bytes(reg.get("file:///4.py").session.kv) == 100
+    reg.touch("file:///4.py")
+    kept = [i for i in range(5) if reg.get(f"file:///{i}.py").session.kv.cache is not None]
+    assert kept == [3, 4] and reg.kv_bytes() == 200  # 4 (in use) and 3 fit in 250 bytes
+    big = reg.get("file:///0.py")
+    big.session.kv.cache = _Cache(1000)  # the document in use keeps its KV, whatever its size
+    reg.touch("file:///0.py")
+    assert big.session.kv.cache is not None and reg.kv_bytes() == 1000
+    reg.max_kv_documents, reg.max_kv_bytes = 2, 10**6  # and the count still caps them
+    for i in (1, 2, 3):
+        reg.get(f"file:///{i}.py").session.kv.cache = _Cache(10)
+    reg.touch("file:///3.py")
+    assert [i for i in range(5) if reg.get(f"file:///{i}.py").session.kv.cache is not None] == [0, 3]

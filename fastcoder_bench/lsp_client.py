@@ -1,6 +1,6 @@
-"""A raw LSP client over the server's real stdio, for tests that send what a well-behaved
-client library would refuse to: malformed JSON, wrong-type params, unknown methods,
-nested objects that look like messages.
+"""A raw LSP client over the server's real stdio, for the soak benchmark and for tests
+that send what a well-behaved client library would refuse to: malformed JSON,
+wrong-type params, unknown methods, nested objects that look like messages.
 
 Every message the server writes is read by a thread and kept with its arrival time;
 requests the server sends (``workspace/applyEdit``, ``window/workDoneProgress/create``)
@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 
-def server_command(model_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "fastcoder_cli", "serve", "--model", str(model_dir), "--dtype", "float32", "--device", "cpu"]
+def server_command(model: str | Path, dtype: str = "float32", device: str = "cpu") -> list[str]:
+    """``fastcoder serve`` with this interpreter (the checkout on PYTHONPATH)."""
+    return [sys.executable, "-m", "fastcoder_cli", "serve", "--model", str(model), "--dtype", dtype, "--device", device]
 
 
 def frame(body: bytes) -> bytes:
