@@ -53,6 +53,22 @@ class DecodeConfig:
     """Use the live context (prompt + output so far) as a draft source (fastcoder)."""
     use_datastores: bool = True
     """Search D_r / D_c / D_d (ablation: fastcoder without D_r is datastores with D_r removed)."""
+    context_recency: float = 1.0
+    """In the small in-memory sources (live context, CACHE, the text after the cursor,
+    other open documents) the i-th most recent occurrence of the matched suffix counts
+    ``context_recency ** i``: 1.0 = plain counts (the paper), below 1 the most recent
+    match's continuation leads (prompt lookup's best variant)."""
+    reference_weight: float = 1.0
+    """Trie weight of the reference text given to the drafter: in the server, the text
+    after the cursor (beyond what the FIM prompt holds)."""
+    buffers_weight: float = 1.0
+    """Trie weight of the other open documents (editor buffers; server only)."""
+    learn_weights: bool = False
+    """Scale each source's trie weight by the tokens it would have had accepted recently,
+    learned online per session (= per document in the server); see
+    :mod:`fastcoder.source_weights`. False = the fixed weights above (the paper)."""
+    weight_decay: float = 0.9
+    """Decay of the learned source weights per observation (0.9 ≈ the last 10 steps)."""
 
     # --- CACHE -----------------------------------------------------------------------
     use_cache: bool = True
@@ -62,6 +78,9 @@ class DecodeConfig:
     """The model's output is added to the CACHE every this many tokens."""
     cache_max_sequences: int = 2000
     """Bound on CACHE sequences; the oldest are evicted first."""
+    cache_exclusive: bool = True
+    """The paper's rule: when the CACHE has a draft, D_r / D_c / D_d are not searched.
+    False = the CACHE is one more source in the trie next to them."""
 
     # --- skip tokens and missing table -------------------------------------------------
     use_skip: bool = True
@@ -93,9 +112,27 @@ class DecodeConfig:
             raise ValueError("weighting must be 'count' or 'freq'")
         if not 0.0 <= self.skip_probability <= 1.0:
             raise ValueError("skip_probability must be in [0, 1]")
+        if not 0.0 < self.context_recency <= 1.0:
+            raise ValueError("context_recency must be in (0, 1]")
+        if not 0.0 <= self.weight_decay < 1.0:
+            raise ValueError("weight_decay must be in [0, 1)")
         if self.max_draft_tokens is not None and self.max_draft_tokens < 0:
             raise ValueError("max_draft_tokens must be >= 0")
         self.stop_strings = tuple(self.stop_strings)
+
+    @classmethod
+    def paper(cls, **changes: Any) -> "DecodeConfig":
+        """The FastCoder paper's fixed settings, for a paper-faithful run: D_r + D_c +
+        CACHE only (no live context or editor sources), raw counts with α = β = 1, the
+        CACHE searched first once it holds l = 50 sequences and then exclusively, skip
+        tokens with p = 0.5, 64 draft tokens, no learned weights."""
+        base: dict[str, Any] = dict(
+            method="fastcoder", n_max=16, max_draft_tokens=64, alpha=1.0, beta=1.0, weighting="count",
+            use_context=False, context_recency=1.0, learn_weights=False, cache_min_sequences=50,
+            cache_exclusive=True, cache_output_chunk=20, use_skip=True, skip_probability=0.5,
+        )
+        base.update(changes)
+        return cls(**base)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> "DecodeConfig":

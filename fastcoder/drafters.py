@@ -6,8 +6,9 @@
 - ``rest``: D_c only, longest suffix match, heaviest continuations as a tree.
 - ``fastcoder``: CACHE first (once it holds ``l`` sequences), else D_r, D_c (and D_d)
   searched in parallel, with skip tokens and a missing table; plus the live context
-  (prompt + output so far, and an optional reference text such as the code after the
-  cursor) as one more source in the same weighted trie.
+  (prompt + output so far), a reference text (the code after the cursor) and the other
+  open documents as more sources in the same weighted trie, whose source weights may
+  be learned online from what gets accepted.
 - ``reuse``: a reference text (the code being edited, the text after the cursor) as a
   long linear draft, re-synced to the nearest following occurrence after an edit;
   FastCoder retrieval where the reference has nothing to say.
@@ -26,6 +27,7 @@ from fastcoder.config import DecodeConfig
 from fastcoder.datastore import Retrieval
 from fastcoder.ngram import NgramIndex
 from fastcoder.session import Session
+from fastcoder.source_weights import matched_depth
 from fastcoder.stats import GenStats
 from fastcoder.tokens import TokenInfo
 from fastcoder.trie import DraftTree, WeightedTrie
@@ -46,6 +48,7 @@ class Sources:
     dr: RetrievalSource | None = None  # the repository
     dc: RetrievalSource | None = None  # common code
     dd: RetrievalSource | None = None  # the workspace's dependencies
+    buffers: NgramIndex | None = None  # the other open documents (the editor's buffers)
 
     def named(self, config: DecodeConfig) -> list[tuple[str, RetrievalSource, float]]:
         out = []
@@ -144,7 +147,21 @@ class RestDrafter(Drafter):
 
 
 class FastCoderDrafter(Drafter):
-    """FastCoder (Algorithm 1) plus the live context as a source."""
+    """FastCoder (Algorithm 1) plus the sources an editor has, all in one weighted trie.
+
+    Sources, by name (``GenStats.accepted_by_source`` uses the same names):
+
+    - ``context``: the live context, prompt + output so far (always fresh);
+    - ``suffix``: the reference text, in the server the text after the cursor;
+    - ``buffers``: the other open documents (``Sources.buffers``, server only);
+    - ``cache``: the session's CACHE: verified drafts and the model's own output in this
+      document, searched once it holds ``cache_min_sequences`` sequences; with
+      ``cache_exclusive`` (the paper) a CACHE hit skips the datastores;
+    - ``D_r`` / ``D_c`` / ``D_d``: the datastores, with skip tokens and the missing table.
+
+    Each source's weight is its fixed config weight, times (``learn_weights``) the
+    session's learned factor for it (:mod:`fastcoder.source_weights`).
+    """
 
     name = "fastcoder"
 
@@ -153,21 +170,25 @@ class FastCoderDrafter(Drafter):
     ) -> None:
         self.sources = sources
         self.pool = pool
-        # text the output is likely to repeat (the code after the cursor, the rest of
-        # the file): searched together with the live context
+        # text the output is likely to repeat (the code after the cursor, the rest of the file)
         self.reference = [int(t) for t in reference] if reference else []
         self.live: NgramIndex | None = None
         self.live_id = -1
+        self.ref_index: NgramIndex | None = None
         self._since_chunk = 0
+        self._st: DraftState | None = None
+        self._offered: dict[str, set] = {}  # source -> draft paths offered in the last draft
 
     def start(self, st: DraftState) -> None:
         cfg = st.config
         if cfg.use_context:
-            self.live = NgramIndex(key_len=cfg.n_min, max_sequences=2, max_candidates=64)
-            if self.reference:
-                self.live.add(self.reference)
+            self.live = NgramIndex(key_len=cfg.n_min, max_sequences=1, max_candidates=64)
             self.live_id = self.live.add(st.tokens)
+            if self.reference and cfg.reference_weight:
+                self.ref_index = NgramIndex(key_len=cfg.n_min, max_sequences=1, max_candidates=64)
+                self.ref_index.add(self.reference)
         self._since_chunk = 0
+        self._st = st
 
     def _search(self, st: DraftState, max_nodes: int) -> list[tuple[str, Retrieval, float]]:
         cfg = st.config
@@ -195,16 +216,30 @@ class FastCoderDrafter(Drafter):
         cfg = st.config
         ses = st.session
         trie = WeightedTrie(cfg.weighting)
+        self._offered = {}
+
+        def add(name: str, r: Retrieval, weight: float) -> None:
+            if not r:
+                return
+            if cfg.learn_weights:
+                weight *= ses.weights.factor(name)
+                self._offered[name] = {p for p, _ in r.nodes}
+            trie.add(r.nodes, name, weight, r.total)
+
+        small_kw = dict(n_max=cfg.n_max, max_nodes=max_nodes, max_depth=cfg.max_draft_depth, recency=cfg.context_recency)
         if self.live is not None:
-            r = self.live.retrieve(st.tokens, n_max=cfg.n_max, max_nodes=max_nodes, max_depth=cfg.max_draft_depth)
-            trie.add(r.nodes, "context", cfg.context_weight, r.total)
+            add("context", self.live.retrieve(st.tokens, **small_kw), cfg.context_weight)
+        if self.ref_index is not None:
+            add("suffix", self.ref_index.retrieve(st.tokens, **small_kw), cfg.reference_weight)
+        if self.sources.buffers is not None and cfg.buffers_weight:
+            add("buffers", self.sources.buffers.retrieve(st.tokens, **small_kw), cfg.buffers_weight)
         used_cache = False
-        if cfg.use_cache and len(ses.cache) >= cfg.cache_min_sequences:
-            r = ses.cache.retrieve(st.tokens, n_max=cfg.n_max, max_nodes=max_nodes, max_depth=cfg.max_draft_depth)
+        if cfg.use_cache and len(ses.cache) >= max(cfg.cache_min_sequences, 1):
+            r = ses.cache.retrieve(st.tokens, **small_kw)
             if r:
-                trie.add(r.nodes, "cache", cfg.cache_weight, r.total)
+                add("cache", r, cfg.cache_weight)
                 st.stats.cache_hits += 1
-                used_cache = True
+                used_cache = cfg.cache_exclusive
         if not used_cache and cfg.use_datastores and self.sources.named(cfg):
             line_pos = st.token_info.line_position(st.tokens) if st.token_info is not None else 1
             key = tuple(st.tokens[-cfg.n_min :])
@@ -219,13 +254,16 @@ class FastCoderDrafter(Drafter):
                 if not hit and cfg.use_missing_table:
                     ses.missing.add(key)
                 for name, r, w in results:
-                    trie.add(r.nodes, name, w, r.total)
+                    add(name, r, w)
         return trie.select(max_nodes, cfg.max_draft_depth)
 
     def update(self, st: DraftState, tree: DraftTree, accepted: list[int], new_tokens: list[int]) -> None:
         cfg = st.config
         if self.live is not None:
             self.live.extend(self.live_id, new_tokens)
+        if cfg.learn_weights and self._offered and new_tokens:
+            st.session.weights.observe({name: matched_depth(paths, new_tokens) for name, paths in self._offered.items()})
+        self._offered = {}
         if not cfg.use_cache:
             return
         cache = st.session.cache
@@ -235,9 +273,22 @@ class FastCoderDrafter(Drafter):
             cache.add(st.tokens[max(0, before - cfg.n_max) : before] + [tree.tokens[i] for i in accepted])
         self._since_chunk += len(new_tokens)
         if self._since_chunk >= cfg.cache_output_chunk:
-            chunk = self._since_chunk
-            cache.add(st.tokens[-(chunk + cfg.n_max) :])
-            self._since_chunk = 0
+            self._flush_output(st)
+
+    def _flush_output(self, st: DraftState) -> None:
+        """The model's output since the last chunk (with ``n_max`` tokens of context
+        before it) into the CACHE."""
+        chunk = min(self._since_chunk, len(st.output))
+        if chunk > 0:
+            st.session.cache.add(st.tokens[-(chunk + st.config.n_max) :])
+        self._since_chunk = 0
+
+    def close(self) -> None:
+        # the tail of the output (shorter than a chunk: most editor completions are) is
+        # the document's most recent output: keep it for the next request
+        st, self._st = self._st, None
+        if st is not None and st.config.use_cache and self._since_chunk > 0:
+            self._flush_output(st)
 
 
 class ReuseDrafter(FastCoderDrafter):

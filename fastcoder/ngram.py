@@ -100,6 +100,7 @@ class NgramIndex:
         max_nodes: int = 64,
         max_depth: int = 16,
         most_recent_only: bool = False,
+        recency: float = 1.0,
     ) -> Retrieval:
         """Longest suffix (>= key_len, <= n_max) of ``context`` found in the stored
         sequences, and the heaviest continuation prefixes of its occurrences.
@@ -107,6 +108,9 @@ class NgramIndex:
         An occurrence at the very end of a sequence (the live context's own tail) has
         no continuation and is skipped.
         ``most_recent_only``: keep only the most recent occurrence (one chain).
+        ``recency``: the i-th most recent occurrence counts ``recency ** i`` (1.0 = plain
+        counts; below 1 the most recent occurrence's continuation ranks first, as in
+        prompt lookup that takes the latest match). ``total`` is then the summed weight.
         """
         k = self.key_len
         if len(context) < k:
@@ -133,15 +137,21 @@ class NgramIndex:
             return Retrieval()
         if most_recent_only:
             hits = hits[:1]
-        # count continuation prefixes
-        counts: dict[Path_, int] = {}
+        # count continuation prefixes (hits are most recent first)
+        counts: dict[Path_, float] = {}
+        weight, total = 1.0, 0.0
         for seq, end in hits:
             cont = seq[end : end + max_depth]
             for d in range(1, len(cont) + 1):
                 p = tuple(cont[:d])
-                counts[p] = counts.get(p, 0) + 1
+                counts[p] = counts.get(p, 0) + weight
+            total += weight
+            weight *= recency
+        if recency == 1.0:
+            counts = {p: int(c) for p, c in counts.items()}
+            total = len(hits)
         nodes = sorted(counts.items(), key=lambda kv: (-kv[1], len(kv[0])))[:max_nodes]
         # keep the set prefix-closed after the cut
         keep = set(p for p, _ in nodes)
         nodes = [(p, c) for p, c in nodes if all(p[:i] in keep for i in range(1, len(p)))]
-        return Retrieval(match_len=best, nodes=nodes, total=len(hits))
+        return Retrieval(match_len=best, nodes=nodes, total=total)

@@ -13,6 +13,7 @@ from collections import OrderedDict
 
 from fastcoder.config import DecodeConfig
 from fastcoder.ngram import NgramIndex
+from fastcoder.source_weights import SourceWeights
 from fastcoder.verifier import KVState
 
 
@@ -50,10 +51,12 @@ class Session:
         self.cache = NgramIndex(key_len=cfg.n_min, max_sequences=cfg.cache_max_sequences)
         self.missing = MissingTable(cfg.missing_table_size)
         self.rng = random.Random(cfg.seed)
+        self.weights = SourceWeights(cfg.weight_decay)  # learned trie weight per draft source
         self.kv = KVState()
         self.lock = threading.Lock()  # one generation at a time per session
 
     def reset(self) -> None:
         self.cache.clear()
         self.missing.clear()
+        self.weights.clear()
         self.kv.reset()

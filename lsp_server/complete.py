@@ -13,19 +13,29 @@ One request, in order:
    (:mod:`lsp_server.prompt`), the engine with the document's session (KV prefix
    reuse, CACHE), stop rules (:mod:`lsp_server.stops`), post-processing
    (:mod:`lsp_server.postprocess`).
+
+What FastCoder drafts from, besides the workspace's datastores: the prompt and the
+output so far (live context); the document's session CACHE, which holds this
+document's recent outputs (every suggestion's tokens go in when it ends, so the next
+keystroke's generation can draft where the last suggestion was heading); the text
+after the cursor that the FIM prompt had no room for (``suffix``, up to
+``REST_OF_FILE_TOKENS``); and the other open documents (``buffers``,
+:mod:`lsp_server.buffers`). All of them only propose drafts: the text is greedy AR's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from fastcoder.stats import GenStats
+from lsp_server.buffers import OpenBuffers
 from lsp_server.metrics import ServerMetrics
 from lsp_server.model_host import ModelHost
 from lsp_server.postprocess import document_indent_unit, finalize
@@ -49,6 +59,9 @@ class Outcome:
 
 
 AUTO_CLOSED = set(")]}\"'`")
+REST_OF_FILE_TOKENS = 4096
+"""Tokens of the text after the cursor, beyond the FIM prompt's suffix, given to the
+drafter as its ``suffix`` source."""
 
 
 def typed_through(last: Suggestion | None, ctx: CursorContext) -> str | None:
@@ -97,13 +110,17 @@ class Completer:
         metrics: ServerMetrics,
         settings: Callable[[], ServerSettings],
         index: Callable[[], WorkspaceIndex | None],
+        documents: Callable[[], Mapping[str, tuple[Any, str]]] | None = None,
     ) -> None:
         self.host = host
         self.registry = registry
         self.metrics = metrics
         self.settings = settings
         self.index = index
+        self.documents = documents  # uri -> (version, text) of the open documents
+        self.buffers = OpenBuffers()
         self._special: dict[int, set[int]] = {}
+        self._rest: dict[str, tuple[str, list[int]]] = {}  # uri -> (rest-of-file text, ids)
 
     async def complete(self, doc: DocumentState, version: Any, ctx: CursorContext) -> Outcome:
         t0 = time.perf_counter()
@@ -126,8 +143,9 @@ class Completer:
                 self.metrics.outcome("superseded")
             loop = asyncio.get_running_loop()
             inflight = Inflight(key, early=loop.create_future())
+            docs = self._open_documents()
             inflight.future = self.host.submit(
-                self._generate, inflight, doc, ctx, settings, self.host.generation, loop,
+                self._generate, inflight, doc, ctx, settings, self.host.generation, loop, docs,
                 label=f"completion {doc.uri}",
             )  # fmt: skip
             inflight.future.add_done_callback(functools.partial(self._finished, inflight, doc, ctx))
@@ -174,6 +192,42 @@ class Completer:
         if inflight.future is None or not inflight.future.done():
             doc.last = Suggestion(ctx.prefix, ctx.suffix, ctx.mode, text)
 
+    def _open_documents(self) -> dict[str, tuple[Any, str]]:
+        """Loop thread: a snapshot of the open documents (texts are immutable strings)."""
+        if self.documents is None:
+            return {}
+        try:
+            return dict(self.documents())
+        except Exception as exc:  # a draft source is never worth failing a request
+            log.warning("open documents unavailable: %r", exc)
+            return {}
+
+    def draft_sources(self, doc: DocumentState, docs: Mapping[str, tuple[Any, str]], tokenizer: Any, key_len: int):
+        """Model thread: the workspace's datastores plus the other open documents."""
+        index = self.index()
+        sources = index.sources() if index is not None else None
+        others = self.buffers.source(tokenizer, docs, exclude=doc.uri, key_len=key_len) if docs else None
+        if others is not None:
+            from fastcoder.drafters import Sources
+
+            sources = dataclasses.replace(sources or Sources(), buffers=others)
+        return sources
+
+    def rest_of_file(self, uri: str, ctx: CursorContext, kept: int, tokenizer: Any) -> list[int]:
+        """Model thread: ids of the text after the cursor beyond the ``kept`` chars that
+        the prompt holds (cached while that text does not change)."""
+        text = ctx.suffix[kept : kept + REST_OF_FILE_TOKENS * 12]
+        if not text.strip():
+            return []
+        cached = self._rest.get(uri)
+        if cached is not None and cached[0] == text:
+            return cached[1]
+        ids = encode(tokenizer, text)[:REST_OF_FILE_TOKENS]
+        if len(self._rest) > 32:
+            self._rest.clear()
+        self._rest[uri] = (text, ids)
+        return ids
+
     # ------------------------------------------------------------------ warm-up
     def warm(self, doc: DocumentState, text: str) -> None:
         """Prefill a just-opened document in the background (model thread, when idle), so
@@ -216,6 +270,7 @@ class Completer:
         settings: ServerSettings,
         generation: int,
         loop: asyncio.AbstractEventLoop,
+        docs: Mapping[str, tuple[Any, str]] | None = None,
     ) -> tuple[str | None, GenStats | None]:
         """Runs in the model thread. (None, stats) when cancelled or superseded."""
         engine, loaded = self.host.engine, self.host.loaded
@@ -255,12 +310,20 @@ class Completer:
                 hit_special.set()
                 inflight.cancel.set()  # end of the middle: stop now (not a user cancel)
 
-        index = self.index()
+        config = settings.decode_config()
+        reference = None
+        if config.method == "fastcoder" and config.use_context and config.reference_weight:
+            reference = self.rest_of_file(doc.uri, ctx, prompt.suffix_end, tok)
+        sources = self.draft_sources(doc, docs or {}, tok, config.n_min) if config.buffers_weight else None
+        if sources is None:
+            index = self.index()
+            sources = index.sources() if index is not None else None
         gen = engine.generate(
             prompt.ids,
-            settings.decode_config(),
+            config,
             session=doc.session,
-            sources=index.sources() if index is not None else None,
+            sources=sources,
+            reference=reference,
             stop_fn=stop_fn,
             cancel=inflight.cancel,
             on_step=on_step,

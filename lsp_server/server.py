@@ -261,7 +261,10 @@ class FastCoderServer(LanguageServer):
         self.metrics = ServerMetrics()
         self.host = ModelHost(on_status=self._model_status, on_loaded=self._model_loaded)
         self.index: WorkspaceIndex | None = None
-        self.completer = Completer(self.host, self.registry, self.metrics, lambda: self.settings, lambda: self.index)
+        self.completer = Completer(
+            self.host, self.registry, self.metrics, lambda: self.settings, lambda: self.index,
+            documents=lambda: {u: (d.version, d.source) for u, d in list(self.workspace.text_documents.items())},
+        )  # fmt: skip
         self.loop: asyncio.AbstractEventLoop | None = None
         self.roots: list[Path] = []
         self.started = time.monotonic()

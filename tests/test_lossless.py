@@ -17,6 +17,7 @@ from fastcoder.config import DecodeConfig
 from fastcoder.datastore import TokenDatastore
 from fastcoder.drafters import Sources
 from fastcoder.engine import Engine
+from fastcoder.ngram import NgramIndex
 from fastcoder.session import Session
 
 N_NEW = 24
@@ -63,8 +64,12 @@ def test_every_drafter_equals_ar(engine, seed, prompt_len, budget):
     docs += [[rng.randrange(vocab) for _ in range(rng.randint(0, 30))] for _ in range(3)]
     dc = TokenDatastore.build(docs)
     dr = TokenDatastore.build(docs[: len(docs) // 2 + 1])
-    sources = Sources(dr=dr, dc=dc)
-    reference = mutate(ar, rng, vocab)
+    # the other open documents (the editor's buffers): more mutated pieces
+    buffers = NgramIndex(key_len=2)
+    for doc in docs[::2]:
+        buffers.add(mutate(doc, rng, vocab))
+    sources = Sources(dr=dr, dc=dc, buffers=buffers)
+    reference = mutate(ar, rng, vocab)  # for fastcoder: the text after the cursor
     session = Session(DecodeConfig())
     for method in ("pld", "rest", "fastcoder", "reuse"):
         cfg = DecodeConfig(
@@ -74,6 +79,13 @@ def test_every_drafter_equals_ar(engine, seed, prompt_len, budget):
             cache_min_sequences=rng.choice([0, 2, 50]),
             skip_probability=rng.random(),
             seed=seed,
+            # the editor's drafting settings and the paper's
+            context_recency=rng.choice([1.0, 0.5, 0.05]),
+            learn_weights=rng.random() < 0.5,
+            weight_decay=rng.choice([0.0, 0.9]),
+            cache_exclusive=rng.random() < 0.5,
+            weighting=rng.choice(["freq", "count"]),
+            max_draft_depth=rng.choice([4, 16, 32]),
         )
         for _ in range(2):  # the second run reuses the session's CACHE and KV prefix
             g = engine.generate(prompt, cfg, session=session, sources=sources, reference=reference)

@@ -51,3 +51,42 @@ def test_bounded_with_fifo_eviction():
     assert idx.retrieve([106, 7]).match_len == 0
     assert dict(idx.retrieve([109, 7], max_depth=1).nodes) == {(8,): 1}
     assert dict(idx.retrieve([7, 8], max_depth=1).nodes) == {(9,): 3}
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    seqs=st.lists(st.lists(st.integers(0, 3), max_size=25), min_size=1, max_size=4),
+    ctx=st.lists(st.integers(0, 3), min_size=2, max_size=8),
+    recency=st.sampled_from([0.5, 0.1]),
+)
+def test_recency_weights_the_most_recent_occurrence_first(seqs, ctx, recency):
+    idx = NgramIndex(key_len=2, max_sequences=100, max_candidates=10_000)
+    for s in seqs:
+        idx.add(s)
+    r = idx.retrieve(ctx, n_max=16, max_nodes=10_000, max_depth=3, recency=recency)
+    best, _ = brute(seqs, ctx, 16, 2, 3)
+    # brute force: occurrences of the longest match, most recent (last added, furthest) first
+    occ = []
+    for s in seqs:
+        for end in range(2, len(s)):
+            m = 0
+            while m < min(16, len(ctx)) and end - m - 1 >= 0 and s[end - m - 1] == ctx[len(ctx) - m - 1]:
+                m += 1
+            if m == best and best >= 2:
+                occ.append(s[end : end + 3])
+    occ.reverse()
+    weights = Counter()
+    for rank, c in enumerate(occ):
+        for d in range(1, len(c) + 1):
+            weights[tuple(c[:d])] += recency**rank
+    got = dict(r.nodes)
+    assert set(got) == set(weights)
+    for p, w in weights.items():
+        assert abs(got[p] - w) < 1e-9
+    if occ:
+        assert abs(r.total - sum(recency**i for i in range(len(occ)))) < 1e-9
+        # the heaviest first-level node is the most recent occurrence's next token
+        # whenever recency leaves it ahead of all older ones together
+        if recency <= 0.5 and len(occ[0]) > 0:
+            top = max((p for p in got if len(p) == 1), key=lambda p: got[p])
+            assert got[top] >= got[(occ[0][0],)] - 1e-9

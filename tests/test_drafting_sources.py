@@ -1,0 +1,130 @@
+"""The editor's draft sources: learned source weights, the CACHE of this document's
+outputs, the text after the cursor and the other open documents.
+
+Behaviour, not speed: which source leads the draft, what enters the CACHE, what the
+open-buffers index holds. Losslessness with these sources is in test_lossless.py.
+"""
+
+from __future__ import annotations
+
+from fastcoder.config import DecodeConfig
+from fastcoder.drafters import DraftState, FastCoderDrafter, Sources
+from fastcoder.ngram import NgramIndex
+from fastcoder.session import Session
+from fastcoder.source_weights import SourceWeights, matched_depth
+from fastcoder.stats import GenStats
+from fastcoder.trie import DraftTree
+
+
+def state(tokens, cfg, session):
+    return DraftState(list(tokens), len(tokens), cfg, session, GenStats(), None)
+
+
+def test_matched_depth_and_decayed_factor():
+    paths = {(1,), (1, 2), (1, 2, 3), (4,)}
+    assert matched_depth(paths, [1, 2, 9]) == 2
+    assert matched_depth(paths, [9]) == 0
+    w = SourceWeights(decay=0.5, prior=1.0)
+    assert w.factor("x") == 1.0  # never seen: the prior
+    for _ in range(10):
+        w.observe({"good": 4, "bad": 0})
+    assert w.factor("good") > 2.9 and w.factor("bad") < 0.34  # (hits + prior) / (n + 1), n -> 2
+    for _ in range(10):  # the past decays: a source that turns bad loses its weight
+        w.observe({"good": 0})
+    assert w.factor("good") < 0.6
+
+
+def test_learned_weights_move_the_draft_to_the_source_that_gets_accepted():
+    """Two sources disagree after the context [5, 6]; the one whose drafts the model
+    accepted leads the next tree once weights are learned, not before."""
+    cfg = DecodeConfig(use_cache=False, learn_weights=True, weight_decay=0.5, weighting="freq")
+    ses = Session(cfg)
+    buffers = NgramIndex(key_len=2)
+    buffers.add([5, 6, 70, 71, 72])
+    d = FastCoderDrafter(Sources(buffers=buffers), reference=[5, 6, 80, 81, 82, 5, 6, 80, 81, 82])
+    st = state([1, 5, 6], cfg, ses)
+    d.start(st)
+    cfg_fixed = cfg.replace(learn_weights=False)
+    assert d.draft(state([1, 5, 6], cfg_fixed, ses), 8).tokens[0] in (70, 80)
+    for _ in range(6):  # the model keeps writing what the buffers source drafts
+        tree = d.draft(st, 8)
+        assert {"buffers", "suffix"} <= set(d._offered)
+        d.update(st, tree, [], [70, 71, 72])
+        st.tokens = [1, 5, 6]  # same place again (the live context grows, irrelevant here)
+    assert ses.weights.factor("buffers") > 2.0 > ses.weights.factor("suffix")
+    tree = d.draft(st, 8)
+    assert tree.tokens[0] == 70 and tree.sources[0] in ("buffers", "context")
+
+
+def test_short_outputs_enter_the_cache_and_draft_the_next_request():
+    """An editor suggestion is shorter than a CACHE chunk; its tokens still go into the
+    document's CACHE at the end of the generation, so the next request in the same
+    place drafts them from the first sequence (cache_min_sequences 0)."""
+    cfg = DecodeConfig(use_context=False, use_datastores=False, cache_min_sequences=0, cache_output_chunk=20)
+    ses = Session(cfg)
+    d = FastCoderDrafter(Sources())
+    st = state([1, 2, 3], cfg, ses)
+    d.start(st)
+    st.tokens += [40, 41, 42]
+    d.update(st, DraftTree(), [], [40, 41, 42])
+    assert len(ses.cache) == 0  # fewer than cache_output_chunk tokens so far
+    d.close()
+    assert len(ses.cache) == 1
+    d2 = FastCoderDrafter(Sources())
+    st2 = state([9, 2, 3], cfg, ses)  # the user changed something earlier in the line
+    d2.start(st2)
+    tree = d2.draft(st2, 8)
+    assert tree.tokens[:3] == [40, 41, 42] and tree.sources[0] == "cache"
+
+
+def test_cache_is_exclusive_only_in_the_papers_setting():
+    from fastcoder.datastore import TokenDatastore
+
+    dc = TokenDatastore.build([[1, 2, 3, 4, 5]])
+    for exclusive, searches in ((True, 0), (False, 1)):
+        cfg = DecodeConfig(use_context=False, use_skip=False, cache_min_sequences=0, cache_exclusive=exclusive)
+        ses = Session(cfg)
+        ses.cache.add([1, 2, 30])
+        d = FastCoderDrafter(Sources(dc=dc))
+        st = state([0, 1, 2], cfg, ses)
+        tree = d.draft(st, 8)
+        assert st.stats.searches == searches
+        assert (3 in tree.tokens) == (not exclusive) and 30 in tree.tokens
+
+
+def test_paper_settings_are_selectable():
+    paper = DecodeConfig.paper()
+    assert (paper.cache_min_sequences, paper.cache_exclusive, paper.learn_weights) == (50, True, False)
+    assert (paper.alpha, paper.beta, paper.weighting, paper.context_recency) == (1.0, 1.0, "count", 1.0)
+    assert paper.max_draft_tokens == 64 and not paper.use_context
+    assert DecodeConfig.paper(max_new_tokens=7).max_new_tokens == 7
+
+
+def test_open_buffers_index_other_documents_and_retokenize_only_changes(tiny_tokenizer):
+    from lsp_server.buffers import OpenBuffers
+
+    calls = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(tiny_tokenizer, name)
+
+        def __call__(self, text, **kw):
+            calls.append(text)
+            return tiny_tokenizer(text, **kw)
+
+    tok = Counting()
+    ob = OpenBuffers()
+    docs = {"a": (1, "def helper_one(x):\n    return x + 1\n"), "b": (1, "print('b')\n")}
+    assert ob.source(tok, {"a": docs["a"]}, exclude="a") is None  # nothing else is open
+    idx = ob.source(tok, docs, exclude="b")
+    ids = tiny_tokenizer("def helper_one(x):\n    return x + 1\n", add_special_tokens=False)["input_ids"]
+    r = idx.retrieve(ids[:4], max_depth=3)
+    assert r and r.nodes[0][0][0] == ids[4]
+    n = len(calls)
+    assert ob.source(tok, docs, exclude="b") is idx and len(calls) == n  # unchanged: cached
+    docs["b"] = (2, "print('b2')\n")  # the excluded document changes: nothing to redo
+    assert ob.source(tok, docs, exclude="b") is idx and len(calls) == n
+    docs["a"] = (2, "def helper_two(y):\n    return y\n")
+    idx2 = ob.source(tok, docs, exclude="b")
+    assert idx2 is not idx and len(calls) == n + 1
