@@ -77,6 +77,7 @@ class Recording:
     kind: str
     results: Any = None
     printed: io.StringIO = field(default_factory=io.StringIO)
+    markdown: str = ""  # optional tables for report.md, above what was printed
 
 
 def _jsonable(args: Any) -> dict[str, Any]:
@@ -85,7 +86,7 @@ def _jsonable(args: Any) -> dict[str, Any]:
 
 
 def write(out: str | os.PathLike[str], kind: str, args: Any, argv: list[str] | None, results: Any, printed: str,
-          machine: dict[str, Any]) -> Path:
+          machine: dict[str, Any], markdown: str = "") -> Path:
     """Write ``out/report.json`` and ``out/report.md`` (atomically each); returns ``out``.
 
     ``argv`` are the benchmark's own arguments (``sys.argv[1:]`` when None)."""
@@ -105,6 +106,7 @@ def write(out: str | os.PathLike[str], kind: str, args: Any, argv: list[str] | N
         f"- machine: {machine.get('cpu')} ({machine.get('cpu_count')} CPUs), torch {machine.get('torch')}, "
         f"transformers {machine.get('transformers')}; load average at start "
         f"{', '.join(map(str, machine.get('loadavg_start', [])))}, at end {', '.join(map(str, machine['loadavg_end']))}",
+        *(["", markdown.rstrip("\n"), ""] if markdown else []),
         "- figures: `report.json` (`results`); what the benchmark printed:",
         "",
         "```text",
@@ -130,5 +132,5 @@ def recording(out: str | os.PathLike[str] | None, kind: str, args: Any, argv: li
     machine = machine_info()
     with contextlib.redirect_stdout(_Tee(sys.stdout, rec.printed)):
         yield rec
-    path = write(out, kind, args, argv, rec.results, rec.printed.getvalue(), machine)
+    path = write(out, kind, args, argv, rec.results, rec.printed.getvalue(), machine, rec.markdown)
     print(f"report: {path / 'report.md'}")
