@@ -1,6 +1,7 @@
 # Two commands for a newcomer:
-#   make demo   set up, fetch the default model, build D_c, index this repo, and run one
-#               function-body generation with AR and with FastCoder (prints both, identity, speedup)
+#   make demo   set up, fetch the default model, build D_c, index this repo, and regenerate
+#               5 function bodies of this repo with AR and with FastCoder: a line per function
+#               (speedup, accepted length, identical or where and why not), then the aggregate
 #   make test   set up and run the whole test suite (what CI runs)
 
 PYTHON ?= python3
@@ -9,9 +10,9 @@ PY     := $(VENV)/bin/python
 FC     := $(VENV)/bin/fastcoder
 MODEL  ?= qwen2.5-coder-0.5b
 DTYPE  ?= bfloat16
-# The demo target: a function of this repository, generated from its signature + docstring.
-DEMO_FILE ?= fastcoder/drafters.py
-DEMO_FUNC ?= resync
+# The demo target: functions of this repository, regenerated from signature + docstring
+# (empty: fastcoder demo's default five; or e.g. DEMO_TARGETS="fastcoder/drafters.py::resync").
+DEMO_TARGETS ?=
 
 .PHONY: setup demo test test-python test-vscode clean
 
@@ -28,7 +29,7 @@ demo: setup
 	$(FC) models fetch $(MODEL)
 	$(FC) build-common --model $(MODEL)
 	$(FC) index . --model $(MODEL)
-	$(FC) generate $(DEMO_FILE) --function $(DEMO_FUNC) --model $(MODEL) --dtype $(DTYPE) --workspace . --compare-ar
+	$(FC) demo $(DEMO_TARGETS) --model $(MODEL) --dtype $(DTYPE) --workspace .
 
 test: setup
 	@if ! command -v nvim >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \

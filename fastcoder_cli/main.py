@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "build-common": "fastcoder_cli.commands.build_common_cmd",
     "bench": "fastcoder_bench.cli",
     "edit": "fastcoder_cli.commands.edit_cmd",
+    "demo": "fastcoder_cli.commands.demo_cmd",
 }
 
 

@@ -8,7 +8,9 @@ masked out of it (otherwise D_r would hold the answer). D_c is the cached stdlib
 datastore unless ``--common PATH`` or ``--no-common``.
 
 ``--compare-ar`` also runs plain greedy decoding and prints whether the outputs are
-identical and the decode speedup.
+identical (and where they differ: the position, both tokens and AR's top-2 logit
+margin there, a bf16 tie or not) and the decode speedup. ``fastcoder demo`` does the
+same for several functions.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     masked = prefix + "".join(lines[last:])
 
     loaded = load_model(args.model or DEFAULT_MODEL, dtype=args.dtype, device=args.device)
-    engine = Engine.from_loaded(loaded)
+    engine = Engine.from_loaded(loaded, record_margins=args.compare_ar)
     tok = loaded.tokenizer
     prompt = engine.encode(prefix)[-args.max_prompt_tokens :]
 
@@ -122,11 +124,16 @@ def run(args: argparse.Namespace) -> int:
     gen = engine.generate(prompt, cfg, sources=sources, stop_fn=stop)
     result: dict = {"text": gen.text, "stats": gen.stats.to_dict(), "expected": expected}
     ar = None
+    diff = None
     if args.compare_ar:
+        from fastcoder_cli.commands.demo_cmd import first_difference
+
         ar = engine.generate(prompt, cfg.replace(method="ar"), stop_fn=stop)
+        diff = first_difference(tok, ar.tokens, gen.tokens, ar.margins)
         result.update(
             ar_text=ar.text,
             identical_to_ar=ar.tokens == gen.tokens,
+            first_difference=None if diff is None else diff.__dict__,
             speedup_vs_ar=ar.stats.ms_per_token / max(gen.stats.ms_per_token, 1e-9),
             e2e_speedup_vs_ar=ar.stats.total_s / max(gen.stats.total_s, 1e-9),
         )
@@ -144,9 +151,15 @@ def run(args: argparse.Namespace) -> int:
         print("--- ar ---", file=out)
         print(ar.text, file=out)
         print(f"--- stats: {ar.stats.summary()}", file=out)
+        from fastcoder_cli.commands.demo_cmd import BF16_NOTE
+
+        dtype = str(loaded.dtype).removeprefix("torch.")
+        same = "yes" if diff is None else f"no, {diff.describe(dtype)}"
         print(
-            f"identical to AR: {result['identical_to_ar']}   decode speedup vs AR: {result['speedup_vs_ar']:.2f}x   "
+            f"identical to AR: {same}   decode speedup vs AR: {result['speedup_vs_ar']:.2f}x   "
             f"end-to-end speedup: {result['e2e_speedup_vs_ar']:.2f}x   mean accepted length: {gen.stats.mean_accept_len:.2f}",
             file=out,
         )
+        if diff is not None and "float32" not in dtype:
+            print(BF16_NOTE, file=out)
     return 0
