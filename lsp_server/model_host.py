@@ -4,12 +4,22 @@ The model is not thread-safe, so every use of it (loading, generations of every
 request kind) runs on one single-thread executor, in submission order. Loading
 happens there too, in the background: ``initialize`` answers at once, and requests
 that arrive while the model loads find ``ready`` false and get an empty answer.
+
+Memory: every prefill and verification step allocates and frees tensors of varying
+sizes (activations, KV copies), from several threads. glibc keeps freed memory in
+per-thread arenas, so the server's RSS crept up with the requests it served although
+nothing held the memory. The host limits glibc to :data:`MALLOC_ARENAS` arenas and
+returns free memory to the system (``malloc_trim``) when the model thread falls idle,
+at most once per :data:`TRIM_EVERY_S` seconds (no-ops without glibc).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import logging
+import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,10 +30,40 @@ from fastcoder.engine import Engine
 log = logging.getLogger(__name__)
 
 StatusFn = Callable[[str, str], None]
+MALLOC_ARENAS = 2
+TRIM_EVERY_S = 1.0
+_M_ARENA_MAX = -8  # glibc mallopt parameter
+
+
+def _glibc() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
+    except OSError:
+        return None
+
+
+_LIBC = _glibc()
+
+
+def limit_malloc_arenas(n: int = MALLOC_ARENAS) -> None:
+    """Cap glibc's malloc arenas (call before threads start allocating)."""
+    if _LIBC is not None:
+        _LIBC.mallopt(_M_ARENA_MAX, n)
+
+
+def release_free_memory() -> None:
+    """Give glibc's free memory back to the system."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
 
 
 class ModelHost:
     def __init__(self, on_status: StatusFn, on_loaded: Callable[[Any], None]) -> None:
+        limit_malloc_arenas()
+        self._trimmed = 0.0
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fastcoder-model")
         self._on_status = on_status
         self._on_loaded = on_loaded
@@ -109,6 +149,10 @@ class ModelHost:
             return fn(*args)
         finally:
             self.busy = None
+            now = time.monotonic()
+            if self._queued == 0 and now - self._trimmed >= TRIM_EVERY_S:
+                self._trimmed = now
+                release_free_memory()
 
     async def run(self, fn: Callable[..., Any], cancel: threading.Event, label: str = "") -> Any:
         """Await ``fn()`` in the model thread. When the awaiting task is cancelled

@@ -224,13 +224,13 @@ class FastCoderProtocol(LanguageServerProtocol):
 
 
 class _NoJsonTraceback(logging.Filter):
-    """pygls' read loop logs a body that is not JSON (or not UTF-8) with a traceback at
-    ERROR ("Unable to handle message"); FastCoderServer.report_server_error logs it in
-    one line instead."""
+    """pygls' read loop logs a body that is not JSON (not UTF-8, or nested too deep to
+    parse) with a traceback at ERROR ("Unable to handle message");
+    FastCoderServer.report_server_error logs it in one line instead."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not (record.msg == "Unable to handle message" and isinstance(exc, ValueError))
+        return not (record.msg == "Unable to handle message" and isinstance(exc, (ValueError, RecursionError)))
 
 
 _pygls_log = logging.getLogger("pygls.server")
@@ -404,7 +404,7 @@ class FastCoderServer(LanguageServer):
         if isinstance(error, JsonRpcException):  # a rejected message: the client's mistake
             log.warning("%s: %s", getattr(source, "__name__", source), error)
             return
-        if source is JsonRpcException and isinstance(error, ValueError):  # pygls' read loop
+        if source is JsonRpcException and isinstance(error, (ValueError, RecursionError)):  # pygls' read loop
             log.warning("ignored a message body that is not JSON: %s", error)
             return
         log.error("server error (%s): %s", getattr(source, "__name__", source), error)

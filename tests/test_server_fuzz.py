@@ -290,7 +290,7 @@ class Fuzzer:
             self.c.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 99}, "contentChanges": [
                 {"range": {"start": {"line": bad, "character": 0}, "end": {"line": 0, "character": 0}}, "text": "zzz"}]})  # fmt: skip
         elif roll == 3:  # malformed JSON
-            self.c.send_bytes(frame(r.choice([b'{"jsonrpc":', b"[1, 2", b"\xff\xfe{}", b"null", b"[]", b'"text"'])))
+            self.c.send_bytes(frame(r.choice([b'{"jsonrpc":', b"[1, 2", b"\xff\xfe{}", b"null", b"[]", b'"text"', b"[" * 100_000])))
         elif roll == 4:
             self.request(r.choice(["fastcoder/unknown", "textDocument/noSuchThing", "$/nothing"]), {"x": 1})
         elif roll == 5:  # a nested object that looks like a request

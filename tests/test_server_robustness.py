@@ -27,7 +27,7 @@ from lsp_server.documents import (
 )
 from lsp_server.prompt import encode
 from lsp_server.server import strict_converter, word_before
-from fastcoder_bench.lsp_client import StdioClient, server_command
+from fastcoder_bench.lsp_client import StdioClient, frame, server_command
 
 # ============================================================================ 4. line breaks
 
@@ -277,6 +277,7 @@ def test_unknown_documents_and_bad_params_are_answered_quietly(server: StdioClie
     unknown = server.call("fastcoder/noSuchMethod", {})
     assert answer and unknown["error"]["code"] == -32601
     server.send_bytes(b"Content-Length: 9\r\n\r\n{not json")
+    server.send_bytes(frame(b"[" * 100_000))  # too deep for json.loads: RecursionError
     assert "result" in server.call("workspace/executeCommand", {"command": "fastcoder.stats"})
     shown = [m for _, m in server.notifications[before:] if m.get("method") == "window/showMessage"]
     assert shown == []  # no "Error in server: KeyError" popup
