@@ -53,7 +53,7 @@ class DecodeConfig:
     """Use the live context (prompt + output so far) as a draft source (fastcoder)."""
     use_datastores: bool = True
     """Search D_r / D_c / D_d (ablation: fastcoder without D_r is datastores with D_r removed)."""
-    context_recency: float = 1.0
+    context_recency: float = 0.3
     """In the small in-memory sources (live context, CACHE, the text after the cursor,
     other open documents) the i-th most recent occurrence of the matched suffix counts
     ``context_recency ** i``: 1.0 = plain counts (the paper), below 1 the most recent
@@ -63,7 +63,7 @@ class DecodeConfig:
     after the cursor (beyond what the FIM prompt holds)."""
     buffers_weight: float = 1.0
     """Trie weight of the other open documents (editor buffers; server only)."""
-    learn_weights: bool = False
+    learn_weights: bool = True
     """Scale each source's trie weight by the tokens it would have had accepted recently,
     learned online per session (= per document in the server); see
     :mod:`fastcoder.source_weights`. False = the fixed weights above (the paper)."""
@@ -72,18 +72,23 @@ class DecodeConfig:
 
     # --- CACHE -----------------------------------------------------------------------
     use_cache: bool = True
-    cache_min_sequences: int = 50
-    """l: the CACHE is searched first once it holds at least this many sequences."""
+    cache_min_sequences: int = 0
+    """l: the CACHE is searched once it holds at least this many sequences. 0 (the
+    editor's default): from the first one, so a document's previous suggestions draft
+    the next request at once; the paper's l = 50 (:meth:`paper`) suits long generations."""
     cache_output_chunk: int = 20
     """The model's output is added to the CACHE every this many tokens."""
     cache_max_sequences: int = 2000
     """Bound on CACHE sequences; the oldest are evicted first."""
-    cache_exclusive: bool = True
+    cache_exclusive: bool = False
     """The paper's rule: when the CACHE has a draft, D_r / D_c / D_d are not searched.
     False = the CACHE is one more source in the trie next to them."""
 
     # --- skip tokens and missing table -------------------------------------------------
-    use_skip: bool = True
+    use_skip: bool = False
+    """Skip tokens (the paper's rule; :meth:`paper`). Off by default: on a CPU a search
+    is ~1% of a step, and skipping lost 0.1-0.3 accepted tokens per step in the offline
+    replay (docs/bench/repo-bf16/simulate.md)."""
     skip_probability: float = 0.5
     """p: at a skip token (first non-whitespace token of a line) retrieve with this probability."""
     use_missing_table: bool = True

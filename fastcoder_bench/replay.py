@@ -292,6 +292,8 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
         "maxNewTokens": args.max_new_tokens, "timeBudgetMs": args.time_budget_ms,
         "reuseSuggestions": not args.no_reuse, "commonIndex": not args.no_common,
     }  # fmt: skip
+    if args.engine:
+        options["engine"] = json.loads(args.engine)
     await client.initialize_async(
         types.InitializeParams(
             capabilities=types.ClientCapabilities(),
@@ -607,6 +609,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="methods, comma-separated: each gets a fresh server per file (default ar,fastcoder)")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--time-budget-ms", type=int, default=2000)
+    ap.add_argument("--engine", default="", metavar="JSON",
+                    help='engine options for every server, e.g. \'{"maxDraftTokens": 16}\' (DecodeConfig fields)')
     ap.add_argument("--no-reuse", action="store_true", help="turn off typed-through reuse of the last suggestion")
     ap.add_argument("--no-common", action="store_true", help="no D_c (stdlib datastore)")
     ap.add_argument("--no-autoclose", action="store_true", help="the editor does not auto-close brackets")
@@ -619,6 +623,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true", help="print every request")
     ap.add_argument("--out", type=Path, default=None, metavar="DIR", help="write DIR/report.json and DIR/report.md")
     args = ap.parse_args(argv)
+    if args.engine:
+        try:
+            if not isinstance(json.loads(args.engine), dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
+            ap.error(f"--engine: {exc}")
     if args.function and not args.file:
         ap.error("--function needs --file")
     with recording(args.out, "replay", argparse.Namespace(**vars(args)), argv) as rec:

@@ -30,7 +30,7 @@ def test_skip_tokens_follow_p_and_are_reproducible(tiny_tokenizer):
     dc = TokenDatastore.build([ids(tiny_tokenizer, text * 3)])
     ctx = ids(tiny_tokenizer, "def f(x):\n")  # next token starts a line: a skip token
     for p, expect_skipped in ((0.0, 20), (1.0, 0)):
-        cfg = DecodeConfig(skip_probability=p, use_context=False, use_missing_table=False)
+        cfg = DecodeConfig(use_skip=True, skip_probability=p, use_context=False, use_missing_table=False)
         ses = Session(cfg)
         d = FastCoderDrafter(Sources(dc=dc))
         st = state(ctx, cfg, ses, tiny_tokenizer)
@@ -41,7 +41,7 @@ def test_skip_tokens_follow_p_and_are_reproducible(tiny_tokenizer):
         assert st.stats.searches == 20 - expect_skipped
 
     def pattern(seed):
-        cfg = DecodeConfig(skip_probability=0.5, seed=seed, use_context=False, use_missing_table=False)
+        cfg = DecodeConfig(use_skip=True, skip_probability=0.5, seed=seed, use_context=False, use_missing_table=False)
         ses = Session(cfg)
         d = FastCoderDrafter(Sources(dc=dc))
         st = state(ctx, cfg, ses, tiny_tokenizer)
@@ -74,7 +74,7 @@ def test_missing_table_prevents_repeated_searches_and_is_bounded(tiny_tokenizer)
 
 def test_cache_searched_first_only_once_it_holds_l_sequences(tiny_tokenizer):
     dc = TokenDatastore.build([[1, 2, 3, 4, 5]])
-    cfg = DecodeConfig(use_context=False, use_skip=False, cache_min_sequences=3)
+    cfg = DecodeConfig(use_context=False, use_skip=False, cache_min_sequences=3, cache_exclusive=True)
     ses = Session(cfg)
     ses.cache.add([1, 2, 30, 40])
     d = FastCoderDrafter(Sources(dc=dc))

@@ -304,10 +304,10 @@ def test_edit_helpers(tiny_tokenizer):
 
 def test_settings_from_camel_case_with_a_nested_engine_config():
     s = ServerSettings().merged(
-        {"maxNewTokens": 64, "timeBudgetMs": 500, "method": "pld", "engine": {"maxDraftTokens": 16, "useSkip": False}}
+        {"maxNewTokens": 64, "timeBudgetMs": 500, "method": "pld", "engine": {"maxDraftTokens": 16, "useSkip": True}}
     )
     assert s.max_new_tokens == 64 and s.time_budget_s == 0.5 and s.method == "pld"
-    assert s.engine.max_draft_tokens == 16 and s.engine.use_skip is False
+    assert s.engine.max_draft_tokens == 16 and s.engine.use_skip is True
     cfg = s.decode_config()
     assert cfg.method == "pld" and cfg.max_new_tokens == 64 and cfg.time_budget_s == 0.5 and cfg.max_draft_tokens == 16
     # a later change keeps the earlier engine options it does not mention

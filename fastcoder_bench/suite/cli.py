@@ -136,6 +136,13 @@ def run(args: argparse.Namespace) -> int:
         raise FastCoderError("--limit must be positive")
     methods = parse_methods(args.methods)
     variants = make_variants(methods, ablate=args.ablate, max_new_tokens=args.max_new_tokens, seed=args.seed or 0)
+    if args.max_draft_tokens is not None:
+        if args.max_draft_tokens < 1:
+            raise FastCoderError("--max-draft-tokens must be positive")
+        import dataclasses
+
+        variants = [dataclasses.replace(v, config=v.config.replace(max_draft_tokens=args.max_draft_tokens))
+                    if v.config.method in ("rest", "fastcoder") and v.name != "fastcoder-paper" else v for v in variants]
     if args.pass_at_1 and args.suite != "humaneval":
         raise FastCoderError("--pass-at-1 needs --suite humaneval (the only suite with tests)")
 
@@ -148,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens, max_prompt_tokens=args.max_prompt_tokens, session=args.session,
         common=args.common or "stdlib", seed=args.seed or 0, pass_at_1=bool(args.pass_at_1), device=args.device,
         tasks_file=str(Path(args.tasks).resolve()) if args.tasks else None, projects=args.projects,
-        threads=args.threads, cost_curve=args.cost_curve,
+        threads=args.threads, cost_curve=args.cost_curve, max_draft_tokens=args.max_draft_tokens,
     )
     out.mkdir(parents=True, exist_ok=True)
     info = check_run_info(out, spec, force=args.force)
@@ -331,6 +338,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="verification cost curve c(k) for the adaptive draft budget: the engine's cached one (as the "
                         "editor uses; default) or measured afresh after the warm-up, under this run's load")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
+    p.add_argument("--max-draft-tokens", type=int, default=None, metavar="K",
+                   help="fixed draft tree size for rest and fastcoder instead of the cost curve's choice "
+                        "(a curve measured under heavy load prices large trees far too high)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_main)
     return p

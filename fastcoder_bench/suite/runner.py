@@ -49,9 +49,13 @@ class RunSpec:
     projects: str | None = None
     threads: int | None = None
     cost_curve: str = "cached"
+    max_draft_tokens: int | None = None  # fixed tree size for rest / fastcoder (None: the cost curve)
 
     def identity(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        if d.get("max_draft_tokens") is None:  # runs recorded before the option resume as before
+            d.pop("max_draft_tokens", None)
+        return d
 
 
 # --------------------------------------------------------------------------------------

@@ -194,7 +194,7 @@ def simulate_dir(out: Path, budgets: Sequence[int | None] = (None, 8, 16, 32, 64
             drs[rec["id"]] = c.dr_for(task, tokenizer, fp)
         return drs[rec["id"]]
 
-    variants = [v for v in make_variants(["pld", "rest", "fastcoder"], ablate=ablate, max_new_tokens=spec["max_new_tokens"])
+    variants = [v for v in make_variants(["pld", "rest", "fastcoder", "fastcoder-paper"], ablate=ablate, max_new_tokens=spec["max_new_tokens"])
                 if v.name != "ar"]
     rows = []
     for v in variants:

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from fastcoder.config import DecodeConfig
 from fastcoder.errors import FastCoderError
 
-BASE_METHODS = ("ar", "pld", "rest", "fastcoder")
+BASE_METHODS = ("ar", "pld", "rest", "fastcoder", "fastcoder-paper")
+# fastcoder-paper: the paper's fixed settings (DecodeConfig.paper(): D_r + D_c + CACHE with
+# l = 50, α = β = 1 raw counts, skip tokens, 64 draft tokens, no live context)
 
 ABLATIONS: dict[str, tuple[str, dict]] = {
     # name: (what it removes, DecodeConfig changes); "no-dr" drops D_r from the sources
@@ -58,6 +60,10 @@ def parse_methods(text: str) -> list[str]:
 def make_variants(methods: list[str], *, ablate: bool, max_new_tokens: int, seed: int = 0) -> list[Variant]:
     out = []
     for m in methods:
+        if m == "fastcoder-paper":
+            cfg = DecodeConfig.paper(max_new_tokens=max_new_tokens, seed=seed)
+            out.append(Variant(m, cfg, use_dr=True, use_dc=True, label="FastCoder with the paper's settings"))
+            continue
         cfg = DecodeConfig(method=m, max_new_tokens=max_new_tokens, seed=seed)
         out.append(Variant(m, cfg, use_dr=(m == "fastcoder"), use_dc=m in ("rest", "fastcoder"), label=m))
     if ablate:
