@@ -623,6 +623,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true", help="print every request")
     ap.add_argument("--out", type=Path, default=None, metavar="DIR", help="write DIR/report.json and DIR/report.md")
     args = ap.parse_args(argv)
+    import logging
+
+    logging.getLogger("pygls").setLevel(logging.WARNING)  # not every message of the client
     if args.engine:
         try:
             if not isinstance(json.loads(args.engine), dict):
