@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 def project_deps(project: Any, tokenizer: Any, fingerprint: str, *, extra: tuple[str, ...] = ("pytest",)):
     """The D_d (ShardedStore) of a benchmark project's virtualenv (see the module doc)."""
     from fastcoder_bench.suite.projects import bench_cache
-    from indexer.deps import normalize, package_from_tree
+    from indexer.packages import normalize, package_from_tree
     from indexer.persist import dir_lock
     from indexer.pypi import COMPLETE, archive_name_version, extract_py
     from indexer.shards import ShardSet
@@ -76,6 +76,18 @@ def project_deps(project: Any, tokenizer: Any, fingerprint: str, *, extra: tuple
     return store
 
 
+def _run_args(ap: argparse.ArgumentParser, *, max_prompt_tokens: int) -> None:
+    """The arguments the side-by-side run and the replay share."""
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--limit", type=int, default=10)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--max-prompt-tokens", type=int, default=max_prompt_tokens)
+    ap.add_argument("--common", action="append", default=[], metavar="NAME=PATH",
+                    help="a D_c to compare (repeatable; NAME=stdlib alone means the cached stdlib D_c)")
+    ap.add_argument("--seed", type=int, default=0)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--replay" in argv:
@@ -84,17 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="fastcoder bench sources", description=__doc__.splitlines()[0])
     ap.add_argument("--replay", action="store_true", help="the oracle replay instead (see replay_main; its report goes to DIR/replay/)")
     ap.add_argument("--out", required=True, type=Path, metavar="DIR", help="tasks.jsonl (a rerun resumes), report.json and report.md")
-    ap.add_argument("--model", default="qwen2.5-coder-0.5b")
-    ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--limit", type=int, default=10)
-    ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--max-prompt-tokens", type=int, default=2048)
-    ap.add_argument("--common", action="append", default=[], metavar="NAME=PATH",
-                    help="a D_c to compare (repeatable; NAME=stdlib alone means the cached stdlib D_c)")
+    _run_args(ap, max_prompt_tokens=2048)
     ap.add_argument("--no-dd", action="store_true")
     ap.add_argument("--plain", action="store_true", help="search D_c with TokenDatastore.retrieve (default: the faster, equal ShardedStore search)")
     ap.add_argument("--max-positions", type=int, default=0, help="ShardedStore cap on counted occurrences (0: exact)")
-    ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with recording(args.out, "sources", args, argv) as rec:
@@ -297,13 +302,7 @@ def replay_main(argv: list[str] | None = None) -> int:
     size) + the measured retrieval time, against c(0) per token for AR."""
     ap = argparse.ArgumentParser(prog="fastcoder bench sources --replay")
     ap.add_argument("--out", required=True, type=Path, metavar="DIR", help="the run's DIR (report in DIR/replay/)")
-    ap.add_argument("--model", default="qwen2.5-coder-0.5b")
-    ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--limit", type=int, default=10)
-    ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--max-prompt-tokens", type=int, default=1024)
-    ap.add_argument("--common", action="append", default=[], metavar="NAME=PATH")
-    ap.add_argument("--seed", type=int, default=0)
+    _run_args(ap, max_prompt_tokens=1024)
     argv = sys.argv[1:] if argv is None else list(argv)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

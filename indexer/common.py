@@ -255,7 +255,7 @@ def build_common_from_packages(
     progress: Callable[..., None] | None = None,
     extra_meta: dict[str, Any] | None = None,
 ) -> tuple[TokenDatastore, CommonReport]:
-    """Build a D_c from packages (:class:`indexer.deps.PackageSource`) with provenance.
+    """Build a D_c from packages (:class:`indexer.packages.PackageSource`) with provenance.
 
     Parameters:
         tokenizer: the model's fast tokenizer.
@@ -271,7 +271,7 @@ def build_common_from_packages(
         extra_meta: more header fields.
     """
     from fastcoder.models import cache_root, tokenizer_fingerprint
-    from indexer.deps import normalize
+    from indexer.packages import normalize
     from indexer.persist import dir_lock
     from indexer.shards import PackageDocs, ShardSet, build_from_docs, package_docs
 

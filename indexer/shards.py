@@ -182,7 +182,7 @@ def tokenize_packages(
     """Read and tokenize packages (:class:`indexer.deps.PackageSource`) in large batches
     across package boundaries; yields each package's documents in order once done.
     ``on_package(key)`` is called for every package tokenized (a counter for tests)."""
-    from indexer.deps import read_package
+    from indexer.packages import read_package
     from indexer.tokenizing import BATCH_CHARS, encode
 
     done_files = 0
@@ -243,7 +243,7 @@ def build_from_docs(
 
 def package_docs(store: TokenDatastore, key: str) -> PackageDocs | None:
     """A package's documents copied out of a store (by normalized name), or None."""
-    from indexer.deps import normalize
+    from indexer.packages import normalize
 
     for p in package_table(store):
         if normalize(str(p.get("name", ""))) == key:
@@ -764,7 +764,7 @@ class ShardSet:
 
             for pd in tokenize_packages(tokenizer, to_tokenize, progress=prog, cancel=cancel,
                                         on_package=report.tokenized.append):
-                from indexer.deps import normalize
+                from indexer.packages import normalize
 
                 parts[normalize(pd.name)] = pd
             files_before += sum(len(wanted[k].files) for k in b if k in wanted)

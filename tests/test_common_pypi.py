@@ -17,7 +17,7 @@ from fastcoder.datastore import TokenDatastore
 from fastcoder.errors import FastCoderError
 from fastcoder.models import tokenizer_fingerprint
 from indexer.common import build_common_from_packages
-from indexer.deps import package_from_tree
+from indexer.packages import package_from_tree
 from indexer.pypi import Requirement, extract_py, fetch_packages, load_top, parse_requirements
 from test_indexer_support import isolated_cache, phrase, write  # noqa: F401 - fixture
 

@@ -17,15 +17,8 @@ from fastcoder.datastore import TokenDatastore
 from fastcoder.errors import DatastoreError
 from fastcoder.models import tokenizer_fingerprint
 from indexer import deps as deps_mod
-from indexer.deps import (
-    PackageSource,
-    build_deps,
-    find_environment,
-    keep_path,
-    list_distributions,
-    read_text,
-    start_deps,
-)
+from indexer.deps import build_deps, find_environment, start_deps
+from indexer.packages import PackageSource, keep_path, list_distributions, read_text
 from indexer.shards import ShardedStore, ShardSet, build_from_docs, load_store, origins, pattern_origins, tokenize_packages
 from test_indexer_support import isolated_cache, phrase, write  # noqa: F401 - fixture
 
@@ -125,7 +118,7 @@ def test_missing_interpreter_and_hanging_interpreter(tmp_path):
     hang = tmp_path / "hang.sh"
     hang.write_text("#!/bin/sh\nsleep 30\n")
     hang.chmod(0o755)
-    env = find_environment(None, hang, timeout=0.3, fallback=sys.executable)
+    env = find_environment(None, hang, timeout=5.0, fallback=sys.executable)
     assert env.origin == "server"  # the configured one timed out: logged, next candidate
 
 

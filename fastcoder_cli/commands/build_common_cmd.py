@@ -59,7 +59,8 @@ def _packages(args: argparse.Namespace, progress: bool) -> tuple[list, str, str,
 
     from fastcoder.errors import FastCoderError
     from indexer import pypi
-    from indexer.deps import iter_env_packages, normalize, package_from_tree
+    from indexer.deps import iter_env_packages
+    from indexer.packages import normalize, package_from_tree
     from indexer.progress import progress_bar
 
     drop = {normalize(n) for n in args.exclude}
