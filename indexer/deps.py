@@ -442,20 +442,11 @@ class DepsHandle:
         return self.future.result(timeout)
 
 
-def start_deps(
-    workspace: str | os.PathLike[str] | None,
-    tokenizer: Any,
-    *,
-    python: str | os.PathLike[str] | None = None,
-    fingerprint: str | None = None,
-    on_status: Callable[[str, str], None] | None = None,
-    on_progress: Callable[..., None] | None = None,
-    **build_kw: Any,
-) -> DepsHandle:
+def start_deps(workspace: str | os.PathLike[str] | None, tokenizer: Any, **options: Any) -> DepsHandle:
     """Start building/updating the workspace's D_d in a background thread and return
-    its :class:`DepsHandle` at once (see the module doc)."""
-    return DepsHandle(workspace, tokenizer, python=python, fingerprint=fingerprint, on_status=on_status,
-                      on_progress=on_progress, **build_kw).start()
+    its :class:`DepsHandle` at once (see the module doc); ``options`` are the keyword
+    arguments of :class:`DepsHandle` (``python``, ``fingerprint``, ``on_status``, ...)."""
+    return DepsHandle(workspace, tokenizer, **options).start()
 
 
 def iter_env_packages(python: str | os.PathLike[str], *, timeout: float = INTERPRETER_TIMEOUT_S) -> Iterator[PackageSource]:
