@@ -1,5 +1,5 @@
 """Unit tests of the server's plain functions: prompt building, stop rules,
-post-processing, stub detection, edit helpers, settings and positions."""
+post-processing, stub detection, settings and positions."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from lsprotocol import types
 from pygls.workspace import TextDocument
 
 from fastcoder.models import detect_fim
-from lsp_server import actions, edit
+from lsp_server import actions
 from lsp_server.complete import typed_through
 from lsp_server.documents import BadRequest, offset_at, position_at
 from lsp_server.postprocess import document_indent_unit, drop_repeated_lines, finalize, reindent, trim_overlap
@@ -282,21 +282,6 @@ def test_body_prompt_and_result():
     assert actions.finish_body("return x * 2\n    ", s, truncated=False) == "    return x * 2"
     assert actions.finish_body("y = x\n    return y\n    z = fo", s, truncated=True) == "    y = x\n    return y"
     assert actions.finish_body("  \n", s, truncated=False) == ""
-
-
-# ------------------------------------------------------------------------------ edit selection
-
-
-def test_edit_helpers(tiny_tokenizer):
-    assert edit.strip_fences("```python\nx = 1\n```") == "x = 1"
-    assert edit.strip_fences("x = 1\n") == "x = 1\n"
-    assert edit.strip_fences("Here:\n```py\nx = 2\n```\nDone.") == "x = 2"
-    assert edit.edit_stop_fn("x = 1\ny = 2") is None
-    assert edit.edit_stop_fn("x = 1\n```\n") == 6
-    assert edit.finish_edit("x = 1\n", "a = 0\n") == "x = 1\n"
-    assert edit.finish_edit("x = 1\n", "a = 0") == "x = 1"
-    text, fence = edit.build_edit_prompt(tiny_tokenizer, "rename a to b", "a = 0", "python")
-    assert fence == "```python\n" and text.endswith(fence) and "rename a to b" in text and "a = 0" in text
 
 
 # ------------------------------------------------------------------------------ settings
