@@ -31,7 +31,7 @@ from typing import Any, Iterator
 
 def _loadavg() -> list[float]:
     try:
-        return [round(x, 2) for x in os.getloadavg()]
+        return list(os.getloadavg())
     except (AttributeError, OSError):
         return []
 
@@ -105,7 +105,8 @@ def write(out: str | os.PathLike[str], kind: str, args: Any, argv: list[str] | N
         f"- {report['created']}; `{command}`",
         f"- machine: {machine.get('cpu')} ({machine.get('cpu_count')} CPUs), torch {machine.get('torch')}, "
         f"transformers {machine.get('transformers')}; load average at start "
-        f"{', '.join(map(str, machine.get('loadavg_start', [])))}, at end {', '.join(map(str, machine['loadavg_end']))}",
+        f"{', '.join(f'{x:.2f}' for x in machine.get('loadavg_start', []))}, at end "
+        f"{', '.join(f'{x:.2f}' for x in machine['loadavg_end'])}",
         *(["", markdown.rstrip("\n"), ""] if markdown else []),
         "- figures: `report.json` (`results`); what the benchmark printed:",
         "",

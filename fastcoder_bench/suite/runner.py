@@ -13,7 +13,6 @@ import gc
 import json
 import logging
 import os
-import platform
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,31 +128,12 @@ def check_run_info(out: Path, spec: RunSpec, *, force: bool = False) -> dict[str
 
 
 def machine_info() -> dict[str, Any]:
+    """The common machine facts of every benchmark report, and torch's thread count."""
     import torch
-    import transformers
 
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        load = list(os.getloadavg())
-    except OSError:
-        load = []
-    return {
-        "cpu": cpu,
-        "cpu_count": os.cpu_count(),
-        "threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "loadavg_start": load,
-    }
+    from fastcoder_bench.output import machine_info as common_machine_info
+
+    return {**common_machine_info(), "threads": torch.get_num_threads()}
 
 
 # --------------------------------------------------------------------------------------
