@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fastcoder import models
-from fastcoder_cli.commands.demo_cmd import BF16_NOTE, Difference, first_difference
+from fastcoder_cli.commands.compare import BF16_NOTE, Difference, first_difference
 
 REPO = Path(__file__).resolve().parent.parent
 USER_CACHE = models.cache_root()  # read at import: fixtures may point the cache elsewhere later

@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     ar = None
     diff = None
     if args.compare_ar:
-        from fastcoder_cli.commands.demo_cmd import first_difference
+        from fastcoder_cli.commands.compare import first_difference
 
         ar = engine.generate(prompt, cfg.replace(method="ar"), stop_fn=stop)
         diff = first_difference(tok, ar.tokens, gen.tokens, ar.margins)
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
         print("--- ar ---", file=out)
         print(ar.text, file=out)
         print(f"--- stats: {ar.stats.summary()}", file=out)
-        from fastcoder_cli.commands.demo_cmd import BF16_NOTE
+        from fastcoder_cli.commands.compare import BF16_NOTE
 
         dtype = str(loaded.dtype).removeprefix("torch.")
         same = "yes" if diff is None else f"no, {diff.describe(dtype)}"
