@@ -291,6 +291,7 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
         "model": args.model, "dtype": args.dtype, "device": args.device, "method": args.method,
         "maxNewTokens": args.max_new_tokens, "timeBudgetMs": args.time_budget_ms,
         "reuseSuggestions": not args.no_reuse, "commonIndex": not args.no_common,
+        "maxPromptTokens": args.max_prompt_tokens,
     }  # fmt: skip
     if args.engine:
         options["engine"] = json.loads(args.engine)
@@ -608,6 +609,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", "--method", dest="methods", default="ar,fastcoder",
                     help="methods, comma-separated: each gets a fresh server per file (default ar,fastcoder)")
     ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--max-prompt-tokens", type=int, default=2048, help="the server's context window (maxPromptTokens)")
     ap.add_argument("--time-budget-ms", type=int, default=2000)
     ap.add_argument("--engine", default="", metavar="JSON",
                     help='engine options for every server, e.g. \'{"maxDraftTokens": 16}\' (DecodeConfig fields)')
@@ -682,6 +684,10 @@ def _run(args: argparse.Namespace, rec: Any = None) -> dict:
             p50 = pct([s.seconds for s in model], 0.5)
             print(f"  {method:<10} {len(run['samples'])} requests, model ran {len(model)}, model-run p50 {ms(p50)} ms, "
                   f"first {ms(run['samples'][0].seconds if run['samples'] else None)} ms; load {load_average()}")
+            if args.json:  # what is finished survives an interrupted run
+                partial = {m: [[asdict(x) for x in r["samples"]] + [{"stats": r["stats"]}] for r in rs] for m, rs in runs.items()}
+                args.json.write_text(json.dumps({"partial": True, "files": [t.name for t in tasks[: i + 1]],
+                                                 "samples": partial}, default=str))
         per_file.append({m: by_method[m] for m in methods})
     summaries = {m: summarize(runs[m]) for m in methods}
     same = identical_shares(per_file)
