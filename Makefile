@@ -14,7 +14,7 @@ DTYPE  ?= bfloat16
 # (empty: fastcoder demo's default five; or e.g. DEMO_TARGETS="fastcoder/drafters.py::resync").
 DEMO_TARGETS ?=
 
-.PHONY: setup demo test test-python test-vscode clean
+.PHONY: setup demo test test-python test-vscode test-web clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,10 +31,18 @@ demo: setup
 	$(FC) index . --model $(MODEL)
 	$(FC) demo $(DEMO_TARGETS) --model $(MODEL) --dtype $(DTYPE) --workspace .
 
+# Editors the end-to-end tests drive: Neovim (+ tmux for the README capture) and Chromium
+# (VS Code's editor, tests/test_browser_client.py). Installed here when root; without them
+# those tests skip and say why.
+EDITOR_PKGS := $(if $(shell command -v nvim),,neovim) $(if $(shell command -v tmux),,tmux) \
+	$(if $(wildcard /usr/bin/chromium),,chromium)
+
 test: setup
-	@if ! command -v nvim >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-		(apt-get update -qq && apt-get install -y -qq neovim >/dev/null) || echo "neovim install failed; its tests will skip"; fi
+	@if [ -n "$(strip $(EDITOR_PKGS))" ] && [ "$$(id -u)" = 0 ]; then \
+		(apt-get update -qq && apt-get install -y -qq $(EDITOR_PKGS) >/dev/null) \
+		|| echo "installing $(EDITOR_PKGS) failed; the tests that need them will skip"; fi
 	$(MAKE) test-vscode
+	$(MAKE) test-web
 	$(MAKE) test-python
 
 test-python: setup
@@ -44,6 +52,11 @@ test-python: setup
 
 test-vscode:
 	cd editor-client/vscode && npm ci --no-audit --no-fund --loglevel=error && npm run compile && npm test
+
+# The browser test page (VS Code's editor + the extension's activation code); the
+# scenarios themselves run inside pytest (tests/test_browser_client.py).
+test-web:
+	cd editor-client/web-test && npm ci --no-audit --no-fund --loglevel=error && npm run build
 
 clean:
 	rm -rf $(VENV)

@@ -344,6 +344,13 @@ def finish_body(generated: str, stub: Stub, truncated: bool) -> str:
     """The replacement text for the stub range, or "" when there is no body."""
     body = generated.replace("\r\n", "\n")
     lines = [ln.rstrip() for ln in body.split("\n")]
+    if len(lines) > 1 and not lines[0].strip() and stub.indent:
+        # the prompt ends at the body's indentation but the model began with a line break:
+        # start the body on that line, without leaving it behind as trailing whitespace
+        while len(lines) > 1 and not lines[0].strip():
+            lines.pop(0)
+        if lines[0].startswith(stub.indent):
+            lines[0] = lines[0][len(stub.indent) :]
     if truncated and len(lines) > 1:
         lines = lines[:-1]  # cut off mid-line: keep whole lines only
     while lines and not lines[-1].strip():

@@ -107,6 +107,12 @@ def reindent(text: str, unit: str, first_line_is_continuation: bool = True) -> s
 def finalize(text: str, ctx: CursorContext, *, indent_unit: str | None = None, keep_whitespace: bool = False) -> str:
     """The suggestion to show for generated ``text`` at ``ctx`` ("" for none)."""
     raw = text = text.replace("\r\n", "\n")
+    lead = text.lstrip(" \t\n")
+    if ctx.at_indentation and "\n" in text[: len(text) - len(lead)] and text.lstrip("\n").startswith(ctx.line_prefix):
+        # the cursor is on a blank line the editor already indented (Enter): a leading line
+        # break would leave that line behind as trailing whitespace and show the suggestion
+        # one line too low (line mode: nothing at all); start it at the cursor instead
+        text = text.lstrip("\n")[len(ctx.line_prefix) :]
     if ctx.mode == "line":
         nl = text.find("\n")
         if nl >= 0:

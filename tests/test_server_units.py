@@ -173,6 +173,14 @@ def test_trailing_whitespace_and_blank_lines_go():
     assert finalize("x = 1   \n    return x  \n\n\n", c) == "x = 1\n    return x"
 
 
+def test_no_leading_line_break_on_an_indented_blank_line():
+    # VS Code indents the new line on Enter; a model that starts with "\n" + the same
+    # indentation would leave that line behind (seen in the browser test, issue 15)
+    c = ctx_at('def f(text):\n    """Doc."""\n    |')
+    assert finalize("\n    return len(text)\n    # done", c) == "return len(text)\n    # done"
+    assert finalize("\ndef g():\n    pass", c) == "\ndef g():\n    pass"  # a dedent stays as it is
+
+
 def test_indentation_follows_the_document():
     assert document_indent_unit("def f():\n\treturn 1\n") == "\t"
     assert document_indent_unit("def f():\n  if x:\n    return 1\n") == "  "
@@ -282,6 +290,8 @@ def test_body_prompt_and_result():
     assert actions.finish_body("return x * 2\n    ", s, truncated=False) == "    return x * 2"
     assert actions.finish_body("y = x\n    return y\n    z = fo", s, truncated=True) == "    y = x\n    return y"
     assert actions.finish_body("  \n", s, truncated=False) == ""
+    # a leading line break (seen in VS Code's editor, issue 15) leaves no whitespace-only line
+    assert actions.finish_body("\n    return x * 2", s, truncated=False) == "    return x * 2"
 
 
 # ------------------------------------------------------------------------------ settings

@@ -1,266 +1,47 @@
 /**
- * FastCoder VS Code extension: starts `fastcoder serve` over stdio with
- * vscode-languageclient (which registers LSP 3.18 inline completion natively),
- * mirrors `fastcoder.*` settings to the server, and shows `fastcoder/status` in the
- * status bar.
+ * FastCoder VS Code extension entry point: `fastcoder serve` over stdio.
+ *
+ * The activation code is in `controller.ts` (shared with the browser test harness,
+ * which only swaps this stdio transport for a WebSocket); this file resolves the
+ * server command from the settings and builds vscode-languageclient's node client.
  */
 import * as vscode from 'vscode';
-import {
-    ExecuteCommandRequest,
-    LanguageClient,
-    LanguageClientOptions,
-    ServerOptions,
-    State,
-} from 'vscode-languageclient/node';
-import {
-    COMMANDS,
-    ClientLike,
-    editSelection,
-    rebuildIndex,
-    setEnabled,
-    showStats,
-} from './commands';
-import { ServerCommand, checkPythonHasFastCoder, resolveServerCommand } from './serverCommand';
-import { SECTION, firstWorkspaceFolder, needsRestart, readSettings, toInitOptions } from './settings';
-import { STATUS_NOTIFICATION, StatusBar, StatusParams } from './status';
+import { LanguageClient, ServerOptions } from 'vscode-languageclient/node';
+import { FastCoderApi, Transport, activateWith } from './controller';
+import { checkPythonHasFastCoder, resolveServerCommand } from './serverCommand';
+import { firstWorkspaceFolder, readSettings } from './settings';
 
-/** Languages the client attaches to (and activates on; keep in sync with package.json). */
-export const LANGUAGES = [
-    'python',
-    'javascript',
-    'javascriptreact',
-    'typescript',
-    'typescriptreact',
-    'go',
-    'rust',
-    'java',
-    'c',
-    'cpp',
-    'csharp',
-    'ruby',
-    'php',
-    'lua',
-    'shellscript',
-    'kotlin',
-    'scala',
-    'swift',
-];
+export { FastCoderApi, LANGUAGES, ServerController, deactivate, documentSelector, skipOwnServerCommands } from './controller';
 
-export function documentSelector(): { scheme: string; language: string }[] {
-    const out: { scheme: string; language: string }[] = [];
-    for (const language of LANGUAGES) {
-        out.push({ scheme: 'file', language }, { scheme: 'untitled', language });
-    }
-    return out;
-}
-
-const OWN_COMMANDS = new Set<string>(Object.values(COMMANDS));
-
-/**
- * vscode-languageclient registers every server-side `workspace/executeCommand` command
- * as a VS Code command of the same id; `fastcoder.editSelection` / `fastcoder.rebuildIndex`
- * are already ours (with UI around them), so drop those from the automatic registration
- * instead of failing with "command already exists".
- */
-export function skipOwnServerCommands(client: LanguageClient): void {
-    const feature = client.getFeature(ExecuteCommandRequest.method);
-    if (!feature || typeof feature.register !== 'function') {
-        return;
-    }
-    const register = feature.register.bind(feature);
-    feature.register = (data) => {
-        const commands = (data.registerOptions.commands ?? []).filter((c) => !OWN_COMMANDS.has(c));
-        register({ ...data, registerOptions: { ...data.registerOptions, commands } });
-    };
-}
-
-async function reportStartError(statusBar: StatusBar, message: string): Promise<void> {
-    statusBar.setClientState('error', message);
-    const choice = await vscode.window.showErrorMessage(message, 'Open Settings', 'Show Log');
-    if (choice === 'Open Settings') {
-        await vscode.commands.executeCommand('workbench.action.openSettings', SECTION);
-    } else if (choice === 'Show Log') {
-        await vscode.commands.executeCommand(COMMANDS.showLog);
-    }
-}
-
-/** Starts/stops/restarts the language client. */
-export class ServerController implements vscode.Disposable {
-    client: LanguageClient | undefined;
-    private starting: Promise<boolean> | undefined;
-
-    constructor(
-        private readonly statusBar: StatusBar,
-        private readonly outputChannel: vscode.LogOutputChannel,
-    ) {}
-
-    getClient = (): ClientLike | undefined => this.client;
-
-    /** Resolve how to start the server; undefined (error shown) if it cannot be started. */
-    async resolveCommand(): Promise<ServerCommand | undefined> {
-        const settings = readSettings();
-        const resolution = resolveServerCommand(settings);
+/** Start `<serverPath> serve` / `<python> -m fastcoder.cli serve` / `fastcoder serve` as a child process. */
+export const stdioTransport: Transport = {
+    async prepare(log, report) {
+        const resolution = resolveServerCommand(readSettings());
         if (!resolution.ok) {
-            this.outputChannel.error(resolution.message);
-            void reportStartError(this.statusBar, resolution.message);
+            log.error(resolution.message);
+            report(resolution.message);
             return undefined;
         }
         if (resolution.source === 'pythonPath') {
             const problem = await checkPythonHasFastCoder(resolution.command);
             if (problem) {
-                this.outputChannel.error(problem);
-                void reportStartError(this.statusBar, problem);
+                log.error(problem);
+                report(problem);
                 return undefined;
             }
         }
-        return { command: resolution.command, args: resolution.args, source: resolution.source };
-    }
-
-    start(): Promise<boolean> {
-        if (!this.starting) {
-            this.starting = this.doStart().finally(() => {
-                this.starting = undefined;
-            });
-        }
-        return this.starting;
-    }
-
-    private async doStart(): Promise<boolean> {
-        if (this.client) {
-            return true;
-        }
-        this.statusBar.setEnabled(readSettings().enabled);
-        this.statusBar.setClientState('starting');
-        const cmd = await this.resolveCommand();
-        if (!cmd) {
-            return false;
-        }
-        this.outputChannel.info(`Starting ${cmd.command} ${cmd.args.join(' ')}`);
         const serverOptions: ServerOptions = {
-            command: cmd.command,
-            args: cmd.args,
+            command: resolution.command,
+            args: resolution.args,
             options: { cwd: firstWorkspaceFolder(), env: { ...process.env } },
         };
-        const enabled = () => readSettings().enabled;
-        const clientOptions: LanguageClientOptions = {
-            documentSelector: documentSelector(),
-            synchronize: { configurationSection: SECTION },
-            initializationOptions: () => toInitOptions(readSettings()),
-            outputChannel: this.outputChannel,
-            middleware: {
-                // Skip requests while disabled (the server also honours `enabled`).
-                provideInlineCompletionItems: (document, position, context, token, next) =>
-                    enabled() ? next(document, position, context, token) : undefined,
-                provideCompletionItem: (document, position, context, token, next) =>
-                    enabled() ? next(document, position, context, token) : undefined,
-            },
-            // Do not retry; client.start() then rejects and doStart() reports it (once).
-            initializationFailedHandler: (error) => {
-                this.outputChannel.error(
-                    `initialize failed: ${error instanceof Error ? error.message : String(error)}`,
-                );
-                return false;
-            },
+        return {
+            description: `${resolution.command} ${resolution.args.join(' ')}`,
+            createClient: (id, name, clientOptions) => new LanguageClient(id, name, serverOptions, clientOptions),
         };
-        const client = new LanguageClient('fastcoder', 'FastCoder', serverOptions, clientOptions);
-        skipOwnServerCommands(client);
-        client.onNotification(STATUS_NOTIFICATION, (params: StatusParams) => this.statusBar.onServerStatus(params));
-        client.onDidChangeState((event) => {
-            if (event.newState === State.Stopped && this.statusBar.state !== 'error') {
-                this.statusBar.setClientState('stopped');
-            }
-        });
-        this.client = client;
-        try {
-            await client.start();
-            return true;
-        } catch (err) {
-            this.client = undefined;
-            const detail = err instanceof Error ? err.message : String(err);
-            void reportStartError(
-                this.statusBar,
-                `FastCoder: could not start the language server (\`${cmd.command} ${cmd.args.join(' ')}\`): ${detail}`,
-            );
-            try {
-                await client.dispose();
-            } catch {
-                // already dead
-            }
-            return false;
-        }
-    }
+    },
+};
 
-    async stop(): Promise<void> {
-        const client = this.client;
-        this.client = undefined;
-        if (client) {
-            try {
-                await client.stop(5000);
-            } catch (err) {
-                this.outputChannel.warn(`stopping the server: ${String(err)}`);
-            }
-        }
-    }
-
-    async restart(): Promise<boolean> {
-        await this.starting?.catch(() => false);
-        await this.stop();
-        return this.start();
-    }
-
-    dispose(): void {
-        void this.stop();
-    }
-}
-
-let controller: ServerController | undefined;
-
-export interface FastCoderApi {
-    controller: ServerController;
-    statusBar: StatusBar;
-    statsChannel: vscode.OutputChannel;
-}
-
-export async function activate(context: vscode.ExtensionContext): Promise<FastCoderApi> {
-    const outputChannel = vscode.window.createOutputChannel('FastCoder', { log: true });
-    const statsChannel = vscode.window.createOutputChannel('FastCoder Stats');
-    const statusBar = new StatusBar(COMMANDS.showStats);
-    controller = new ServerController(statusBar, outputChannel);
-    const ctl = controller;
-    context.subscriptions.push(
-        outputChannel,
-        statsChannel,
-        statusBar,
-        ctl,
-        vscode.commands.registerCommand(COMMANDS.enable, () => setEnabled(true)),
-        vscode.commands.registerCommand(COMMANDS.disable, () => setEnabled(false)),
-        vscode.commands.registerCommand(COMMANDS.showStats, () => showStats(ctl.getClient, statsChannel)),
-        vscode.commands.registerCommand(COMMANDS.rebuildIndex, () => rebuildIndex(ctl.getClient)),
-        vscode.commands.registerCommand(COMMANDS.editSelection, (args?: { instruction?: string }) =>
-            editSelection(ctl.getClient, args),
-        ),
-        vscode.commands.registerCommand(COMMANDS.restartServer, () => ctl.restart()),
-        vscode.commands.registerCommand(COMMANDS.showLog, () => outputChannel.show(true)),
-        vscode.workspace.onDidChangeConfiguration((event) => {
-            if (!event.affectsConfiguration(SECTION)) {
-                return;
-            }
-            if (event.affectsConfiguration(`${SECTION}.enabled`)) {
-                statusBar.setEnabled(readSettings().enabled);
-            }
-            if (needsRestart(event)) {
-                void ctl.restart();
-            }
-            // Everything else reaches the server through workspace/didChangeConfiguration.
-        }),
-    );
-    // Do not block activation on the model load; errors are reported by start().
-    void ctl.start();
-    return { controller: ctl, statusBar, statsChannel };
-}
-
-export async function deactivate(): Promise<void> {
-    const ctl = controller;
-    controller = undefined;
-    await ctl?.stop();
+export function activate(context: vscode.ExtensionContext): Promise<FastCoderApi> {
+    return activateWith(context, stdioTransport);
 }

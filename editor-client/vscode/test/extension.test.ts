@@ -61,8 +61,9 @@ const lc = vi.hoisted(() => {
     };
 });
 
-vi.mock('vscode-languageclient/node', () => ({
-    LanguageClient: lc.FakeClient,
+vi.mock('vscode-languageclient/node', () => ({ LanguageClient: lc.FakeClient }));
+// controller.ts takes the enums from the transport-independent entry point
+vi.mock('vscode-languageclient', () => ({
     State: { Stopped: 1, Running: 2, Starting: 3 },
     ExecuteCommandRequest: { method: 'workspace/executeCommand' },
 }));

@@ -1,0 +1,451 @@
+#!/usr/bin/env node
+/**
+ * Playwright scenarios: VS Code's editor (the built page, dist/) in headless Chromium,
+ * the FastCoder extension's activation code, the real `fastcoder serve` behind
+ * bridge.mjs, a real model.
+ *
+ *   node scenarios.mjs --python PY --workspace DIR --file REL --out DIR [--model NAME]
+ *                      [--chromium /usr/bin/chromium]
+ *
+ * Scenarios, in one editor session (they run in order; each types new code at the end
+ * of the file):
+ *   accept       type a signature + docstring, wait for ghost text (re-triggering it with
+ *                Alt+\ as a user would), screenshot, Tab: the buffer holds exactly the
+ *                suggestion, once, at the right indentation
+ *   type-through type the first characters of a suggestion: the ghost text shrinks to the
+ *                rest and the server runs no model for it (its fastcoder.stats counters)
+ *   type-away    type something else: the old ghost text is gone at once; every request
+ *                is answered exactly once, cancelled ones too, and none of them shows later
+ *   code-action  "Generate function body" on a stub through Ctrl+. : a workspace edit
+ *                fills the body
+ * Writes OUT/vscode-ghost-text.png, OUT/traffic.jsonl (every LSP message),
+ * OUT/server.log, OUT/results.json. Exit status 0 only when every scenario passed.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const args = process.argv.slice(2);
+const opt = (name, fallback) => {
+    const i = args.indexOf(`--${name}`);
+    return i >= 0 ? args[i + 1] : fallback;
+};
+const python = opt('python', 'python3');
+const workspace = resolve(opt('workspace', '.'));
+const file = opt('file', '');
+const out = resolve(opt('out', 'scenario-out'));
+const model = opt('model', 'smollm2-135m');
+const chromiumPath = opt('chromium', process.env.FASTCODER_CHROMIUM || '/usr/bin/chromium');
+const only = opt('only', '');
+const GHOST_WAIT_MS = Number(opt('ghost-wait-ms', '180000'));
+mkdirSync(out, { recursive: true });
+const trafficFile = join(out, 'traffic.jsonl');
+rmSync(trafficFile, { force: true });
+
+const t0 = Date.now();
+const say = (...parts) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1)}s]`, ...parts);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// ----------------------------------------------------------------------------- bridge
+
+const bridge = spawn(
+    process.execPath,
+    [join(HERE, 'bridge.mjs'), '--static', join(HERE, 'dist'), '--workspace', workspace, '--log', trafficFile,
+        '--', python, '-m', 'fastcoder.cli', 'serve', '--log-file', join(out, 'server.log')],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+);
+// the bridge (and the server it started) go when we do, however we end
+process.on('exit', () => bridge.kill('SIGTERM'));
+for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, () => process.exit(1));
+const port = await new Promise((ok, fail) => {
+    bridge.stdout.on('data', (d) => {
+        const m = /listening (\d+)/.exec(String(d));
+        if (m) ok(m[1]);
+    });
+    bridge.on('exit', (code) => fail(new Error(`bridge exited (${code})`)));
+});
+
+// ----------------------------------------------------------------------------- traffic
+
+function traffic() {
+    if (!existsSync(trafficFile)) return [];
+    return readFileSync(trafficFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l));
+}
+
+/** The state of the server's last `fastcoder/status` notification (loading, indexing, ready, error). */
+function serverState() {
+    const statuses = traffic().filter(({ dir, msg }) => dir === 's2c' && msg.method === 'fastcoder/status');
+    return statuses.length ? statuses.at(-1).msg.params.state : 'none';
+}
+
+/** Requests the client sent (by id) with their responses and cancellations. */
+function requests(method) {
+    const byId = new Map();
+    const cancelled = new Set();
+    const responses = new Map();
+    for (const { dir, msg } of traffic()) {
+        if (dir === 'c2s' && msg.method === '$/cancelRequest') cancelled.add(msg.params.id);
+        else if (dir === 'c2s' && msg.method && msg.id !== undefined) byId.set(msg.id, msg);
+        else if (dir === 's2c' && !msg.method && msg.id !== undefined) {
+            responses.set(msg.id, (responses.get(msg.id) ?? []).concat([msg]));
+        }
+    }
+    return [...byId.values()]
+        .filter((m) => !method || m.method === method)
+        .map((m) => ({ id: m.id, method: m.method, params: m.params, cancelled: cancelled.has(m.id), responses: responses.get(m.id) ?? [] }));
+}
+
+// ----------------------------------------------------------------------------- browser
+
+const browser = await chromium.launch({
+    executablePath: chromiumPath,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic',
+        '--no-first-run', '--disable-component-update', '--disable-sync'],
+});
+const page = await browser.newPage({ viewport: { width: 1000, height: 560 } });
+const pageErrors = [];
+page.on('pageerror', (e) => pageErrors.push(e.message));
+page.on('console', (m) => {
+    if (m.type() === 'error') say('console error:', m.text().slice(0, 300));
+});
+let pristine; // the file as opened
+const query = new URLSearchParams({ root: workspace, file, model });
+await page.goto(`http://127.0.0.1:${port}/index.html?${query}`);
+await page.waitForFunction(() => window.harness && window.harness.phase !== 'loading', null, { timeout: 120000 });
+const phase = await page.evaluate(() => [window.harness.phase, window.harness.error]);
+if (phase[0] !== 'ready') throw new Error(`page failed: ${phase[1]}`);
+say('page ready');
+await page.waitForFunction(() => window.harness.clientState() === 2, null, { timeout: 120000 }); // State.Running
+say('language client running');
+
+const evaluate = (fn, arg) => page.evaluate(fn, arg);
+const value = () => evaluate(() => window.harness.value());
+const stats = () => evaluate(() => window.harness.stats());
+pristine = await value();
+
+/** The ghost text as shown: the part on the cursor line plus the extra lines below it. */
+const ghost = () =>
+    evaluate(() => {
+        const clean = (s) => (s ?? '').replace(/\u00a0/g, ' ');
+        const root = document.querySelector('.monaco-editor');
+        const inline = [...root.querySelectorAll('.view-lines .ghost-text-decoration, .view-lines .ghost-text-decoration-preview')]
+            .map((e) => clean(e.textContent)).join('');
+        const lines = [...root.querySelectorAll('.suggest-preview-text .view-line')].map((e) => clean(e.textContent));
+        return inline + (lines.length ? '\n' + lines.join('\n') : '');
+    });
+
+/** Start a new line at column 1 below the last one (Enter, then Backspace over the auto-indent). */
+async function newTopLevelLine() {
+    await page.keyboard.press('Control+End');
+    await page.keyboard.press('Enter');
+    for (let i = 0; i < 40; i++) {
+        const { column, blank } = await evaluate(() => {
+            const h = window.harness;
+            const p = h.cursor();
+            return { column: p.column, blank: !h.editor().getModel().getLineContent(p.lineNumber).trim() };
+        });
+        if (column === 1 || !blank) break;
+        await page.keyboard.press('Backspace');
+    }
+}
+
+/** Type lines as a user does: Enter between them, the editor indents by itself. */
+async function typeLines(lines) {
+    for (const [i, line] of lines.entries()) {
+        if (i > 0) await page.keyboard.press('Enter');
+        await page.keyboard.type(line, { delay: 15 });
+    }
+}
+
+/**
+ * Wait for ghost text. The first answers come while the model loads (empty), so when
+ * nothing is shown, the server says it is ready, no request is in flight and 10 s passed,
+ * nudge the editor as a user would: type a space and delete it (a new automatic request).
+ */
+async function waitGhost(what, maxRetries = Infinity) {
+    const end = Date.now() + GHOST_WAIT_MS;
+    let nextRetry = Date.now() + 10000;
+    let retries = 0;
+    while (Date.now() < end) {
+        const g = await ghost();
+        if (g.trim()) return { ghost: g, retries };
+        const pending = requests('textDocument/inlineCompletion').filter((r) => !r.responses.length && !r.cancelled);
+        if (pending.length || serverState() !== 'ready') {
+            nextRetry = Date.now() + 10000;
+        } else if (Date.now() > nextRetry) {
+            if (retries >= maxRetries) return { ghost: '', retries };
+            retries += 1;
+            say(`${what}: no ghost text yet, typing a space and deleting it (retry ${retries})`);
+            await page.keyboard.type(' ');
+            await page.keyboard.press('Backspace');
+            nextRetry = Date.now() + 10000;
+        }
+        await sleep(200);
+    }
+    throw new Error(`${what}: no ghost text after ${GHOST_WAIT_MS / 1000} s`);
+}
+
+/**
+ * Type a new top-level function (signature, docstring, Enter) and wait for ghost text in
+ * its body. The small model has nothing to say for some functions (it answers empty, or
+ * only with a new `def`, which the server drops): then move on and type the next one, as
+ * a user would.
+ */
+async function functionWithGhost(what, candidates) {
+    for (const [i, [signature, doc]] of candidates.entries()) {
+        await page.keyboard.press('Escape');
+        await newTopLevelLine();
+        await typeLines(['', signature, `"""${doc}"""`, '']);
+        const last = i === candidates.length - 1;
+        const found = await waitGhost(`${what} (${signature})`, last ? Infinity : 3);
+        if (found.ghost.trim()) return { ...found, signature };
+        say(`${what}: nothing for ${signature}, next function`);
+    }
+    throw new Error('unreachable');
+}
+
+/** The last non-empty inline completion answer (the suggestion the editor shows). */
+function lastSuggestion() {
+    const done = requests('textDocument/inlineCompletion').filter((r) => r.responses.length && r.responses[0].result);
+    for (let i = done.length - 1; i >= 0; i--) {
+        const res = done[i].responses[0].result;
+        const items = Array.isArray(res) ? res : res.items;
+        if (items && items.length) return { request: done[i], item: items[0] };
+    }
+    return undefined;
+}
+
+/** Document offset of an LSP position (UTF-16 code units, \n line ends). */
+function offsetOf(text, pos) {
+    let line = 0;
+    let i = 0;
+    while (line < pos.line) {
+        i = text.indexOf('\n', i) + 1;
+        line += 1;
+    }
+    return i + pos.character;
+}
+
+/** Wait until the server has been idle (no generation finished) for `quietMs`. */
+async function settle(quietMs = 2000, maxMs = 60000) {
+    const end = Date.now() + maxMs;
+    let last = JSON.stringify((await stats()).total);
+    let since = Date.now();
+    while (Date.now() < end) {
+        await sleep(250);
+        const now = JSON.stringify((await stats()).total);
+        if (now !== last) {
+            last = now;
+            since = Date.now();
+        } else if (Date.now() - since >= quietMs) return;
+    }
+}
+
+const check = (cond, message) => {
+    if (!cond) throw new Error(message);
+};
+
+// ----------------------------------------------------------------------------- scenarios
+
+let accepted; // { before, insert } of the accept scenario
+
+async function accept() {
+    const { ghost: shown, retries, signature } = await functionWithGhost('accept', [
+        ['def count_words(text: str) -> int:', 'Return the number of words in text.'],
+        ['def first_line(text: str) -> str:', 'Return the first line of text.'],
+    ]);
+    await sleep(300); // let the view settle for the picture
+    const shot = join(out, 'vscode-ghost-text.png');
+    await page.screenshot({ path: shot });
+    const before = await value();
+    const sug = lastSuggestion();
+    check(sug, 'ghost text is shown but no inline completion answer carried it');
+    const { item } = sug;
+    const insert = typeof item.insertText === 'string' ? item.insertText : item.insertText.value;
+    const cursor = await evaluate(() => window.harness.cursor());
+    const range = item.range ?? { start: { line: cursor.lineNumber - 1, character: cursor.column - 1 }, end: { line: cursor.lineNumber - 1, character: cursor.column - 1 } };
+    const start = offsetOf(before, range.start);
+    const endOff = offsetOf(before, range.end);
+    const expected = before.slice(0, start) + insert + before.slice(endOff);
+    await page.keyboard.press('Tab');
+    await sleep(300);
+    const after = await value();
+    accepted = { before, insert };
+    check(after === expected, `after Tab the buffer is not the suggestion applied once:\n--- expected tail\n${expected.slice(start - 80, start + insert.length + 40)}\n--- got tail\n${after.slice(start - 80, start + insert.length + 40)}`);
+    check(!(await ghost()).trim() || (await ghost()) !== shown, 'the accepted ghost text is still shown after Tab');
+    // The shown ghost text is what got inserted (Monaco shows the part after the cursor).
+    const inserted = after.slice(start, start + insert.length);
+    check(inserted.replace(/\s+$/, '').endsWith(shown.replace(/\s+$/, '').split('\n').pop().trim()), 'the inserted text does not end with the ghost text that was shown');
+    // Indentation: the body goes at 4 spaces, not 8; nothing at column 0 inside the body
+    // before the first dedent the model chose; the first line continues the cursor's indent.
+    const lineStart = before.lastIndexOf('\n', start - 1) + 1;
+    const lead = before.slice(lineStart, start);
+    const firstLine = (lead + inserted).split('\n')[0];
+    check(/^ {4}\S/.test(firstLine), `first body line is not indented by exactly 4 spaces: ${JSON.stringify(firstLine)}`);
+    for (const line of inserted.split('\n').slice(1)) {
+        if (!line.trim()) continue;
+        if (!line.startsWith(' ')) break; // the model ended the function
+        check(/^( {4})+\S/.test(line), `body line not on a 4-space indent: ${JSON.stringify(line)}`);
+    }
+    // No duplicated suffix: what followed the cursor follows the inserted text once.
+    const suffix = before.slice(endOff);
+    check(after.endsWith(suffix) && !inserted.endsWith(suffix.trim() || '\u0000'), 'the text after the cursor is duplicated');
+    return { signature, retries, range: item.range ?? null, insertText: insert, filterText: item.filterText ?? null, command: item.command ?? null, screenshot: shot };
+}
+
+async function typeThrough() {
+    // Undo the accepted suggestion (Ctrl+Z) and take it again letter by letter: the same
+    // cursor state, so the small model's answer is known to be non-empty.
+    check(accepted, 'needs the accept scenario');
+    for (let i = 0; i < 5 && (await value()) !== accepted.before; i++) await page.keyboard.press('Control+z');
+    check((await value()) === accepted.before, 'Ctrl+Z did not restore the text before the accept');
+    const signature = 'undo of the accept';
+    await waitGhost('type-through');
+    await settle();
+    const shown = await ghost();
+    const k = Math.min(3, /^[A-Za-z0-9_ .]*/.exec(shown)[0].length);
+    check(k > 0, `the suggestion starts with no plain characters to type: ${JSON.stringify(shown.slice(0, 20))}`);
+    const s0 = await stats();
+    await page.keyboard.type(shown.slice(0, k), { delay: 60 });
+    // right away: the ghost text is the rest of the same suggestion
+    const rest = shown.slice(k);
+    let now = await ghost();
+    const until = Date.now() + 1000;
+    while (now !== rest && Date.now() < until) {
+        await sleep(50);
+        now = await ghost();
+    }
+    check(now === rest, `after typing ${JSON.stringify(shown.slice(0, k))} the ghost text is not the rest:\n${JSON.stringify(now.slice(0, 80))}\nvs\n${JSON.stringify(rest.slice(0, 80))}`);
+    await sleep(2500); // debounce + any request the typing caused
+    const s1 = await stats();
+    check((await ghost()) === rest, 'the ghost text changed after typing through (flash / replaced suggestion)');
+    const gens = s1.total.generations - s0.total.generations;
+    check(gens === 0, `typing through ran the model ${gens} more time(s)`);
+    const tt = (s1.outcomes.typed_through ?? 0) - (s0.outcomes.typed_through ?? 0);
+    const asked = (s1.requests.inline ?? 0) - (s0.requests.inline ?? 0);
+    return { signature, typed: shown.slice(0, k), requestsWhileTyping: asked, typedThroughAnswers: tt, newGenerations: gens };
+}
+
+async function typeAway() {
+    const old = await ghost();
+    check(old.trim(), 'no ghost text to type away from');
+    const firstId = Math.max(0, ...requests().map((r) => (typeof r.id === 'number' ? r.id : 0)));
+    let typedAway = old.startsWith('z') ? 'q' : 'z';
+    await page.keyboard.type(typedAway);
+    const right = await ghost();
+    check(!right || !old.includes(right) || right.length < 2, `old ghost text still shown right after typing away: ${JSON.stringify(right.slice(0, 60))}`);
+    check(right !== old && right !== old.slice(1), 'old ghost text still shown right after typing away');
+    // keep typing while requests are in flight so some get cancelled
+    for (const ch of 'ap = 1') {
+        await page.keyboard.type(ch);
+        typedAway += ch;
+        await sleep(120);
+    }
+    await settle(2500, 90000);
+    // every request gets its answer (a cancelled one: error -32800 once its work stopped)
+    const mine = () => requests().filter((r) => typeof r.id === 'number' && r.id > firstId);
+    for (let i = 0; i < 240 && mine().some((r) => !r.responses.length); i++) await sleep(250);
+    await sleep(500);
+    const reqs = mine();
+    const unanswered = reqs.filter((r) => r.responses.length !== 1);
+    check(unanswered.length === 0, `requests not answered exactly once: ${JSON.stringify(unanswered.map((r) => [r.id, r.method, r.responses.length]))}`);
+    const cancelled = reqs.filter((r) => r.cancelled);
+    // a cancelled request's answer must not be shown: whatever ghost text is up now
+    // belongs to the latest answered request for the current buffer
+    const g = await ghost();
+    if (g.trim()) {
+        const latest = lastSuggestion();
+        check(latest && !latest.request.cancelled, 'the ghost text shown comes from a cancelled request');
+    }
+    check(!old.trim() || !g.includes(old.trim().split('\n')[0]) || old.trim().split('\n')[0].length < 4, 'the old suggestion came back');
+    return {
+        typed: typedAway,
+        requests: reqs.length,
+        cancelled: cancelled.length,
+        cancelledAnswers: cancelled.map((r) => (r.responses[0].error ? `error ${r.responses[0].error.code}` : 'result')),
+    };
+}
+
+async function codeAction() {
+    // Ctrl+Z back to the file as opened, then a stub in the same place as the accept's
+    // function: the same context, so the small model has a body to propose. It proposes
+    // none for some stubs (the server answers the resolve with an error, which the editor
+    // shows): then try the next stub, as a user would.
+    await page.keyboard.press('Escape');
+    for (let i = 0; i < 400 && (await value()) !== pristine; i++) await page.keyboard.press('Control+z');
+    check((await value()) === pristine, 'Ctrl+Z did not get back to the file as opened');
+    const stubs = [
+        ['def count_words(text: str) -> int:', 'Return the number of words in text.'],
+        ['def is_python_file(path: str) -> bool:', 'True when path names a Python source file.'],
+    ];
+    const tried = [];
+    for (const [signature, doc] of stubs) {
+        await page.keyboard.press('Escape');
+        await newTopLevelLine();
+        await typeLines(['', signature, `"""${doc}"""`]);
+        const stubLine = await evaluate(() => window.harness.cursor().lineNumber - 1);
+        const before = await value();
+        const resolvedBefore = requests('codeAction/resolve').length;
+        await page.keyboard.press('ArrowUp'); // on the def line, as a user puts the cursor in the function
+        await page.keyboard.press('Control+Period');
+        const entry = page.locator('.action-widget .monaco-list-row', { hasText: 'Generate function body' });
+        await entry.first().waitFor({ timeout: 30000 });
+        await entry.first().click();
+        const end = Date.now() + 120000;
+        let after = before;
+        let answer;
+        while (after === before && Date.now() < end) {
+            await sleep(250);
+            after = await value();
+            answer = requests('codeAction/resolve').slice(resolvedBefore).find((r) => r.responses.length)?.responses[0];
+            if (answer?.error) break;
+        }
+        if (answer?.error) {
+            tried.push(`${signature}: ${answer.error.message}`);
+            say(`code-action: ${answer.error.message}; next stub`);
+            await page.keyboard.press('Escape');
+            continue;
+        }
+        check(after !== before, 'the code action changed nothing within 120 s');
+        const lines = after.split('\n');
+        const beforeLines = before.split('\n');
+        check(lines.slice(0, stubLine + 1).join('\n') === beforeLines.slice(0, stubLine + 1).join('\n'), 'text above the body changed');
+        const body = lines.slice(stubLine + 1);
+        check(body.length > 0 && body[0].trim() !== '', 'no body after the docstring');
+        check(/^ {4}\S/.test(body[0]), `body not indented by 4: ${JSON.stringify(body[0])}`);
+        check(answer?.result?.edit, 'no codeAction/resolve answer with an edit');
+        return { signature, tried, body: body.join('\n'), edit: answer.result.edit };
+    }
+    throw new Error(`no stub got a body: ${tried.join('; ')}`);
+}
+
+// ----------------------------------------------------------------------------- run
+
+const results = [];
+let failed = 0;
+try {
+    for (const [name, fn] of [['accept', accept], ['type-through', typeThrough], ['type-away', typeAway], ['code-action', codeAction]]) {
+        if (only && !only.split(',').includes(name)) continue;
+        const started = Date.now();
+        try {
+            const detail = await fn();
+            results.push({ scenario: name, ok: true, seconds: (Date.now() - started) / 1000, detail });
+            say(`PASS ${name}`, JSON.stringify(detail).slice(0, 400));
+        } catch (err) {
+            failed += 1;
+            results.push({ scenario: name, ok: false, seconds: (Date.now() - started) / 1000, error: String(err.stack ?? err) });
+            say(`FAIL ${name}: ${err.message}`);
+            await page.screenshot({ path: join(out, `failed-${name}.png`) }).catch(() => {});
+        }
+    }
+} finally {
+    const final = { results, pageErrors, buffer: await value().catch(() => null), stats: await stats().catch(() => null) };
+    writeFileSync(join(out, 'results.json'), JSON.stringify(final, null, 2));
+    await browser.close();
+    bridge.kill('SIGTERM');
+}
+say(failed ? `${failed} scenario(s) failed` : 'all scenarios passed');
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,128 @@
+"""VS Code's own editor in the loop: editor-client/web-test/scenarios.mjs in headless Chromium.
+
+The page (built by ``make test-web``: Vite, @codingame/monaco-vscode-api) runs VS Code's
+editor and a local extension host with the FastCoder extension's own activation code
+(editor-client/vscode/src/controller.ts), whose transport is a WebSocket to
+editor-client/web-test/bridge.mjs; the bridge starts the real ``fastcoder serve`` (this
+checkout, the real ``smollm2-135m`` model) and relays LSP over its stdio. Playwright
+drives four scenarios (accept with Tab, type through, type away, "Generate function
+body"); see scenarios.mjs for what each one checks.
+
+The workspace is a copy of this repository's ``lsp_server`` package (a real project's
+real files); the editor opens ``lsp_server/postprocess.py`` and types new functions at its
+end. The screenshot of the ghost text and the LSP traffic land in
+editor-client/web-test/out/; with ``FASTCODER_UPDATE_DOCS=1`` the screenshot is also
+copied to docs/screenshots/ (the README's picture).
+
+Skips (with the reason) when Node, Chromium or the built page is missing, or the model is
+not fetched -- except under ``CI``, where a missing page or model is a failure (the
+Makefile builds and fetches them; only Chromium may be impossible to install).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fastcoder import models
+
+REPO = Path(__file__).resolve().parents[1]
+# the real model lives in the user's cache (read before conftest points FASTCODER_CACHE at a
+# temporary folder, as tests/test_models.py does); the server runs with it
+USER_CACHE = models.cache_root()
+WEB = REPO / "editor-client" / "web-test"
+OUT = WEB / "out"
+SCREENSHOT = REPO / "docs" / "screenshots" / "vscode-ghost-text.png"
+MODEL = os.environ.get("FASTCODER_BROWSER_MODEL", "smollm2-135m")
+TIMEOUT_S = float(os.environ.get("FASTCODER_BROWSER_TIMEOUT", "600"))
+SCENARIOS = ("accept", "type-through", "type-away", "code-action")
+
+
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _missing(reason: str) -> None:
+    if _truthy("CI"):
+        pytest.fail(f"{reason} (CI: `make test` builds/fetches this; see the Makefile's test-web target)")
+    pytest.skip(reason)
+
+
+def _chromium() -> str | None:
+    for candidate in (os.environ.get("FASTCODER_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
+                      shutil.which("chromium-browser")):  # fmt: skip
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _model_available(name: str) -> bool:
+    proc = subprocess.run(
+        [sys.executable, "-m", "fastcoder.cli", "models", "list"], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO), "FASTCODER_CACHE": str(USER_CACHE)},
+    )  # fmt: skip
+    return proc.returncode == 0 and any(line.split()[:1] == [name] and " cached " in f" {line} " and "not cached" not in line for line in proc.stdout.splitlines())
+
+
+@pytest.fixture(scope="module")
+def scenario_run(tmp_path_factory) -> dict:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed (Node >= 20 runs the browser scenarios)")
+    chromium = _chromium()
+    if chromium is None:
+        pytest.skip(
+            "Chromium is not installed, so VS Code's editor cannot run here: `apt-get install -y chromium` "
+            "(make test does it when root), or set FASTCODER_CHROMIUM to a Chromium binary"
+        )
+    if not (WEB / "dist" / "index.html").exists() or not (WEB / "node_modules" / "playwright-core").exists():
+        _missing("the browser test page is not built: run `make test-web` (npm ci + vite build in editor-client/web-test)")
+    if not _model_available(MODEL):
+        _missing(f"model {MODEL} is not fetched: `fastcoder models fetch {MODEL}`")
+
+    workspace = tmp_path_factory.mktemp("browser-ws")
+    shutil.copytree(REPO / "lsp_server", workspace / "lsp_server", ignore=shutil.ignore_patterns("__pycache__"))
+    if OUT.exists():
+        shutil.rmtree(OUT)
+    cmd = [node, str(WEB / "scenarios.mjs"), "--python", sys.executable, "--workspace", str(workspace),
+           "--file", "lsp_server/postprocess.py", "--out", str(OUT), "--model", MODEL, "--chromium", chromium]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "FASTCODER_CACHE": str(USER_CACHE)}  # fmt: skip
+    # its own process group: node, the bridge, the server and Chromium all go on a timeout
+    proc = subprocess.Popen(cmd, cwd=WEB, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        stdout, stderr = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"browser scenarios did not finish in {TIMEOUT_S:.0f} s:\n{stdout[-4000:]}\n{stderr[-2000:]}")
+    results_file = OUT / "results.json"
+    if not results_file.exists():
+        pytest.fail(f"scenarios.mjs wrote no results (exit {proc.returncode}):\n{stdout[-4000:]}\n{stderr[-4000:]}")
+    results = json.loads(results_file.read_text())
+    results["log"] = stdout[-6000:] + stderr[-3000:]
+    shot = OUT / "vscode-ghost-text.png"
+    if _truthy("FASTCODER_UPDATE_DOCS") and shot.exists():
+        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, SCREENSHOT)
+    return results
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_scenario(scenario_run: dict, name: str) -> None:
+    by_name = {r["scenario"]: r for r in scenario_run["results"]}
+    assert name in by_name, f"scenario {name} did not run:\n{scenario_run['log']}"
+    result = by_name[name]
+    assert result["ok"], f"{name} failed: {result.get('error')}\n--- log\n{scenario_run['log']}"
+
+
+def test_no_page_errors(scenario_run: dict) -> None:
+    assert scenario_run["pageErrors"] == [], scenario_run["pageErrors"]

@@ -1,0 +1,140 @@
+"""Neovim as a user sees it: the plugin in a real terminal (tmux), the real server and model.
+
+Neovim (Debian's 0.7.2 in CI) runs inside a detached tmux session with the FastCoder
+plugin (editor-client/nvim) and ``fastcoder serve`` on ``smollm2-135m``. The test opens a
+Python file (a copy of lsp_server/postprocess.py with a new function at its end), goes
+to a new line in that function's body, asks for completions with
+``<C-x><C-o>`` (omni completion, what 0.7 has; retried as a user would while the model
+loads) and reads the screen with ``tmux capture-pane``. The popup menu must show the
+server's suggestion. The capture is written to editor-client/web-test/out/nvim-tmux.txt;
+with ``FASTCODER_UPDATE_DOCS=1`` also to docs/screenshots/nvim-tmux.txt (the README's).
+
+Skips (with the reason) without nvim or tmux (``make test`` installs both when root) or
+when the model is not fetched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from fastcoder import models
+
+REPO = Path(__file__).resolve().parents[1]
+# the real model lives in the user's cache (read before conftest points FASTCODER_CACHE at a
+# temporary folder, as tests/test_models.py does); the server runs with it
+USER_CACHE = models.cache_root()
+PLUGIN_DIR = REPO / "editor-client" / "nvim"
+OUT = REPO / "editor-client" / "web-test" / "out"
+DOC_CAPTURE = REPO / "docs" / "screenshots" / "nvim-tmux.txt"
+MODEL = os.environ.get("FASTCODER_BROWSER_MODEL", "smollm2-135m")
+WAIT_S = float(os.environ.get("FASTCODER_NVIM_TMUX_TIMEOUT", "300"))
+
+# the browser test's context (tests/test_browser_client.py): a real file of this
+# repository with a new function typed at its end
+STUB = '\n\ndef count_words(text: str) -> int:\n    """Return the number of words in text."""\n'
+
+
+def _tmux(*args: str, check: bool = True) -> str:
+    proc = subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=30)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"tmux {' '.join(args)}: {proc.stderr}")
+    return proc.stdout
+
+
+def _model_available(name: str) -> bool:
+    proc = subprocess.run(
+        [sys.executable, "-m", "fastcoder.cli", "models", "list"], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO), "FASTCODER_CACHE": str(USER_CACHE)},
+    )  # fmt: skip
+    return proc.returncode == 0 and any(
+        line.split()[:1] == [name] and " cached " in f" {line} " and "not cached" not in line
+        for line in proc.stdout.splitlines()
+    )
+
+
+def test_omni_completion_in_tmux(tmp_path: Path) -> None:
+    nvim, tmux = shutil.which("nvim"), shutil.which("tmux")
+    if not nvim or not tmux:
+        pytest.skip("needs nvim and tmux (`apt-get install -y neovim tmux`; make test does it when root)")
+    if not _model_available(MODEL):
+        pytest.skip(f"model {MODEL} is not fetched: `fastcoder models fetch {MODEL}`")
+    work = tmp_path / "project"
+    work.mkdir()
+    (work / "pyproject.toml").write_text('[project]\nname = "demo"\n')
+    src = work / "postprocess.py"
+    src.write_text((REPO / "lsp_server" / "postprocess.py").read_text() + STUB)
+    status_file = tmp_path / "status"
+    init = tmp_path / "init.lua"
+    init.write_text(
+        textwrap.dedent(
+            f"""
+            vim.opt.runtimepath:prepend({str(PLUGIN_DIR)!r})
+            vim.cmd("filetype plugin indent on")
+            vim.cmd("syntax on")
+            vim.o.completeopt = "menuone,noinsert"
+            vim.o.swapfile = false
+            local opts = {{ model = {MODEL!r}, dtype = "float32", device = "cpu", commonIndex = false, maxPromptTokens = 1024 }}
+            require("fastcoder").setup({{
+              cmd = {{ {sys.executable!r}, "-m", "fastcoder.cli", "serve" }},
+              init_options = opts,
+              settings = opts,
+              filetypes = {{ "python" }},
+              on_status = function(s)
+                local f = io.open({str(status_file)!r}, "w")
+                f:write(s.state or "")
+                f:close()
+              end,
+            }})
+            """
+        )
+    )
+    session = f"fc{os.getpid()}"
+    env_prefix = f"PYTHONPATH={REPO} FASTCODER_CACHE={USER_CACHE} XDG_STATE_HOME={tmp_path}/state XDG_DATA_HOME={tmp_path}/data"
+    _tmux("new-session", "-d", "-s", session, "-x", "80", "-y", "20", "-c", str(work),
+          f"env {env_prefix} {nvim} -n -i NONE -u {init} {src.name}")  # fmt: skip
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and (not status_file.exists() or status_file.read_text() != "ready"):
+            time.sleep(0.5)
+        assert status_file.exists() and status_file.read_text() == "ready", (
+            f"server not ready after {WAIT_S:.0f} s (status: {status_file.read_text() if status_file.exists() else 'none'})"
+        )
+        # the last line (the docstring), open a line below it: Neovim indents it
+        _tmux("send-keys", "-t", session, "G", "z", "z", "o")  # (zz: room for the menu below)
+        screen = ""
+        while time.monotonic() < deadline:
+            _tmux("send-keys", "-t", session, "C-x", "C-o")
+            until = time.monotonic() + 20
+            while time.monotonic() < until:
+                time.sleep(0.5)
+                screen = _tmux("capture-pane", "-p", "-t", session)
+                if "Omni completion" in screen:  # "-- Omni completion (^O^N^P) match 1 of 1"
+                    break
+            if "Omni completion" in screen:
+                break
+            _tmux("send-keys", "-t", session, "C-e")  # "Pattern not found": close it, ask again
+        time.sleep(0.5)
+        screen = _tmux("capture-pane", "-p", "-t", session)
+    finally:
+        _tmux("kill-session", "-t", session, check=False)
+    capture = "\n".join(line.rstrip() for line in screen.rstrip("\n").split("\n")) + "\n"
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "nvim-tmux.txt").write_text(capture)
+    if os.environ.get("FASTCODER_UPDATE_DOCS", "").strip() not in ("", "0"):
+        DOC_CAPTURE.parent.mkdir(parents=True, exist_ok=True)
+        DOC_CAPTURE.write_text(capture)
+    lines = capture.split("\n")
+    at = next((i for i, ln in enumerate(lines) if "def count_words" in ln), None)
+    assert at is not None, capture
+    # the popup: below the (still empty) cursor line, showing the server's suggestion
+    assert "Omni completion" in capture, capture
+    menu = [ln for ln in lines[at + 2 :] if "FastCoder" in ln]  # the item: label, kind, detail
+    assert menu and "return" in menu[0], f"no suggestion in the popup:\n{capture}"
