@@ -65,7 +65,7 @@ def _chromium() -> str | None:
 
 def _model_available(name: str) -> bool:
     proc = subprocess.run(
-        [sys.executable, "-m", "fastcoder.cli", "models", "list"], capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "fastcoder_cli", "models", "list"], capture_output=True, text=True, timeout=120,
         env={**os.environ, "PYTHONPATH": str(REPO), "FASTCODER_CACHE": str(USER_CACHE)},
     )  # fmt: skip
     return proc.returncode == 0 and any(line.split()[:1] == [name] and " cached " in f" {line} " and "not cached" not in line for line in proc.stdout.splitlines())

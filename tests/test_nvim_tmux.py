@@ -51,7 +51,7 @@ def _tmux(*args: str, check: bool = True) -> str:
 
 def _model_available(name: str) -> bool:
     proc = subprocess.run(
-        [sys.executable, "-m", "fastcoder.cli", "models", "list"], capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "fastcoder_cli", "models", "list"], capture_output=True, text=True, timeout=120,
         env={**os.environ, "PYTHONPATH": str(REPO), "FASTCODER_CACHE": str(USER_CACHE)},
     )  # fmt: skip
     return proc.returncode == 0 and any(
@@ -83,7 +83,7 @@ def test_omni_completion_in_tmux(tmp_path: Path) -> None:
             vim.o.swapfile = false
             local opts = {{ model = {MODEL!r}, dtype = "float32", device = "cpu", commonIndex = false, maxPromptTokens = 1024 }}
             require("fastcoder").setup({{
-              cmd = {{ {sys.executable!r}, "-m", "fastcoder.cli", "serve" }},
+              cmd = {{ {sys.executable!r}, "-m", "fastcoder_cli", "serve" }},
               init_options = opts,
               settings = opts,
               filetypes = {{ "python" }},

@@ -2,7 +2,7 @@
 /**
  * WebSocket <-> stdio bridge for the browser test harness.
  *
- *   node bridge.mjs --port 0 --static dist --log traffic.jsonl -- python -m fastcoder.cli serve
+ *   node bridge.mjs --port 0 --static dist --log traffic.jsonl -- python -m fastcoder_cli serve
  *
  * Serves the built page (`--static`) over HTTP, the files of `--workspace DIR` under
  * /fs/ (the page opens a real file from disk), and, on every WebSocket connection to

@@ -54,7 +54,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const bridge = spawn(
     process.execPath,
     [join(HERE, 'bridge.mjs'), '--static', join(HERE, 'dist'), '--workspace', workspace, '--log', trafficFile,
-        '--', python, '-m', 'fastcoder.cli', 'serve', '--log-file', join(out, 'server.log')],
+        '--', python, '-m', 'fastcoder_cli', 'serve', '--log-file', join(out, 'server.log')],
     { stdio: ['ignore', 'pipe', 'inherit'] },
 );
 // the bridge (and the server it started) go when we do, however we end
