@@ -41,7 +41,7 @@ WEB = REPO / "editor-client" / "web-test"
 OUT = WEB / "out"
 SCREENSHOT = REPO / "docs" / "screenshots" / "vscode-ghost-text.png"
 MODEL = os.environ.get("FASTCODER_BROWSER_MODEL", "smollm2-135m")
-TIMEOUT_S = float(os.environ.get("FASTCODER_BROWSER_TIMEOUT", "600"))
+TIMEOUT_S = float(os.environ.get("FASTCODER_BROWSER_TIMEOUT", "900"))
 SCENARIOS = ("accept", "type-through", "type-away", "code-action")
 
 

@@ -40,7 +40,8 @@ const out = resolve(opt('out', 'scenario-out'));
 const model = opt('model', 'smollm2-135m');
 const chromiumPath = opt('chromium', process.env.FASTCODER_CHROMIUM || '/usr/bin/chromium');
 const only = opt('only', '');
-const GHOST_WAIT_MS = Number(opt('ghost-wait-ms', '180000'));
+const GHOST_WAIT_MS = Number(opt('ghost-wait-ms', '120000'));
+const LOAD_WAIT_MS = Number(opt('load-wait-ms', '480000'));
 mkdirSync(out, { recursive: true });
 const trafficFile = join(out, 'traffic.jsonl');
 rmSync(trafficFile, { force: true });
@@ -166,10 +167,14 @@ async function typeLines(lines) {
  * nudge the editor as a user would: type a space and delete it (a new automatic request).
  */
 async function waitGhost(what, maxRetries = Infinity) {
-    const end = Date.now() + GHOST_WAIT_MS;
+    // the clock runs once the server is ready: the first model load (and, once per
+    // machine, the measurement of its verification cost curve) may take minutes
+    const loadEnd = Date.now() + LOAD_WAIT_MS;
+    let end = Date.now() + GHOST_WAIT_MS;
     let nextRetry = Date.now() + 10000;
     let retries = 0;
-    while (Date.now() < end) {
+    while (Date.now() < end || (serverState() !== 'ready' && Date.now() < loadEnd)) {
+        if (serverState() !== 'ready') end = Date.now() + GHOST_WAIT_MS;
         const g = await ghost();
         if (g.trim()) return { ghost: g, retries };
         const pending = requests('textDocument/inlineCompletion').filter((r) => !r.responses.length && !r.cancelled);
@@ -185,7 +190,7 @@ async function waitGhost(what, maxRetries = Infinity) {
         }
         await sleep(200);
     }
-    throw new Error(`${what}: no ghost text after ${GHOST_WAIT_MS / 1000} s`);
+    throw new Error(`${what}: no ghost text ${GHOST_WAIT_MS / 1000} s after the server was ready (state now: ${serverState()})`);
 }
 
 /**
@@ -442,7 +447,11 @@ try {
         }
     }
 } finally {
-    const final = { results, pageErrors, buffer: await value().catch(() => null), stats: await stats().catch(() => null) };
+    // errors the server answered with (e.g. "the model proposed no body") surface as page
+    // errors through the editor's notification path: those are expected, keep the others
+    const answered = traffic().filter(({ dir, msg }) => dir === 's2c' && msg.error).map(({ msg }) => msg.error.message);
+    const unexpected = pageErrors.filter((e) => !answered.some((m) => e.includes(m)));
+    const final = { results, pageErrors: unexpected, lspErrorPageErrors: pageErrors.length - unexpected.length, buffer: await value().catch(() => null), stats: await stats().catch(() => null) };
     writeFileSync(join(out, 'results.json'), JSON.stringify(final, null, 2));
     await browser.close();
     bridge.kill('SIGTERM');
