@@ -30,6 +30,9 @@ import getTextmateServiceOverride from '@codingame/monaco-vscode-textmate-servic
 import getThemeServiceOverride from '@codingame/monaco-vscode-theme-service-override';
 import EditorWorker from '@codingame/monaco-vscode-api/workers/editor.worker?worker';
 import TextMateWorker from '@codingame/monaco-vscode-textmate-service-override/worker?worker';
+import { SyncDescriptor } from '@codingame/monaco-vscode-api/vscode/vs/platform/instantiation/common/descriptors';
+import { EditSuggestionId } from '@codingame/monaco-vscode-api/vscode/vs/editor/common/textModelEditSource';
+import { IAiEditTelemetryService } from '@codingame/monaco-vscode-api/vscode/vs/workbench/contrib/editTelemetry/browser/telemetry/aiEditTelemetry/aiEditTelemetryService.service';
 import 'vscode/localExtensionHost';
 import manifest from '../../vscode/package.json';
 
@@ -44,6 +47,20 @@ const file = query.get('file') ?? '';
         return label === 'TextMateWorker' ? new TextMateWorker() : new EditorWorker();
     },
 };
+
+/**
+ * VS Code's main thread asks this service for an id each time it shows an inline
+ * suggestion; monaco-vscode-api leaves it unimplemented (an "Unsupported" error per
+ * suggestion). No telemetry here: ids only.
+ */
+class NoTelemetryAiEdits {
+    readonly _serviceBrand: undefined;
+    createSuggestionId() {
+        return EditSuggestionId.newId();
+    }
+    handleCodeAccepted() {}
+    handleCodeRejected() {}
+}
 
 interface Harness {
     phase: string;
@@ -71,6 +88,7 @@ async function main(): Promise<void> {
             ...getKeybindingsServiceOverride(),
             ...getThemeServiceOverride(),
             ...getTextmateServiceOverride(),
+            [IAiEditTelemetryService.toString()]: new SyncDescriptor(NoTelemetryAiEdits, [], true),
         },
         undefined,
         {
