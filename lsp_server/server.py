@@ -33,6 +33,7 @@ from lsprotocol import types
 from lsprotocol.types import ResponseErrorMessage
 from pygls.exceptions import (
     FeatureNotificationError,
+    FeatureRequestError,
     JsonRpcException,
     JsonRpcInternalError,
     JsonRpcInvalidParams,
@@ -402,7 +403,8 @@ class FastCoderServer(LanguageServer):
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         if isinstance(error, JsonRpcException):  # a rejected message: the client's mistake
-            log.warning("%s: %s", getattr(source, "__name__", source), error)
+            if source is not FeatureRequestError:  # a request's rejection is logged where it is answered
+                log.warning("%s: %s", getattr(source, "__name__", source), error)
             return
         if source is JsonRpcException and isinstance(error, (ValueError, RecursionError)):  # pygls' read loop
             log.warning("ignored a message body that is not JSON: %s", error)
