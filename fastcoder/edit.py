@@ -224,12 +224,6 @@ class EditResult:
     def cancelled(self) -> bool:
         return self.generation.cancelled
 
-    @property
-    def reuse_share(self) -> float:
-        """Share of the generated tokens accepted from the reference draft."""
-        n = self.generation.stats.new_tokens
-        return self.generation.stats.accepted_by_source.get("reuse", 0) / n if n else 0.0
-
 
 def edit_config(
     method: str = "reuse",
@@ -331,6 +325,7 @@ def select_lines(text: str, start_line: int, end_line: int) -> tuple[str, str, s
 
 
 def accepted_share(gen: Generation, source: str = "reuse") -> float:
+    """Share of the generated tokens accepted from ``source``'s drafts (``reuse``: the reference)."""
     n = gen.stats.new_tokens
     return gen.stats.accepted_by_source.get(source, 0) / n if n else 0.0
 
