@@ -13,7 +13,7 @@ import { firstWorkspaceFolder, readSettings } from './settings';
 
 export { FastCoderApi, LANGUAGES, ServerController, deactivate, documentSelector, skipOwnServerCommands } from './controller';
 
-/** Start `<serverPath> serve` / `<python> -m fastcoder.cli serve` / `fastcoder serve` as a child process. */
+/** Start `<serverPath> serve` / `<python> -m fastcoder_cli serve` / `fastcoder serve` as a child process. */
 export const stdioTransport: Transport = {
     async prepare(log, report) {
         const resolution = resolveServerCommand(readSettings());
