@@ -84,10 +84,7 @@ def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5, ks=KS) 
             dt = time.perf_counter() - t0
             if rnd > 0:  # round 0 is the warm-up
                 best[j] = min(best[j], dt)
-            extra = len(kv.ids) - len(base_ids)  # roll back whatever the step kept
-            if extra:
-                kv.cache.crop(-extra)
-                kv.ids = list(base_ids)
+            kv.truncate(len(base_ids))  # roll back whatever the step kept
     for j in range(1, len(best)):  # non-decreasing: a lucky low sample at a large k must
         best[j] = max(best[j], best[j - 1])  # not make the smaller ks look as cheap
     return CostCurve(list(ks), best)

@@ -117,7 +117,7 @@ def generate(
     cancelled = False
     with session.lock:
         t0 = time.perf_counter()
-        first, prefilled, margin = verifier.prefill(session.kv, prompt_ids)
+        first, prefilled, margin = verifier.prefill(session.kv, prompt_ids, reserve=config.max_new_tokens)
         stats.prefill_s = time.perf_counter() - t0
         stats.prefill_tokens = prefilled
         if margin is not None and verifier.record_margins:
@@ -148,6 +148,8 @@ def generate(
                 tree = tree.truncate(cost_curve.best_size(tree.probs, calibration))
             # never draft past max_new_tokens: deeper nodes could not be committed
             tree = tree.limit_depth(config.max_new_tokens - len(out) - 1)
+            if len(tree) > verifier.max_nodes:  # the largest bucket (best-first: still a tree)
+                tree = tree.truncate(verifier.max_nodes)
             t2 = time.perf_counter()
             stats.tree_s += t2 - t1
             # 3. verify

@@ -1,41 +1,159 @@
-"""Tree-attention verification with any Hugging Face causal LM and a DynamicCache.
+"""Tree-attention verification over a static KV cache, with fixed shapes.
 
 State: the KV cache holds every committed token but the last one (``root``), whose
 logits are computed by the next forward together with the draft tree. One step:
 
-1. input ids ``[root] + tree.tokens``, position ids ``past + depth``, an additive
-   float tree mask (each node sees the past, its ancestors and itself);
-2. greedy acceptance: walk from the root, following the child whose token equals the
-   argmax at its parent; the argmax at the last accepted node is the bonus token;
-3. KV compaction: keep the past, the root and the accepted nodes (``index_select``).
+1. the tree is padded to a *bucket* of query rows (1, 4, 8, 16, 32, 64, 128); row 0 is
+   the root, rows 1..n the nodes, the rest padding that sees only itself;
+2. token ids, parent rows, depths and the past length go to the device in ONE copy into
+   a preallocated buffer; on the device: positions ``past + depth``, cache positions
+   ``past + row`` (where the rows' keys/values are written, in place) and the additive
+   float tree mask (every row sees the past; a node sees its ancestors and itself),
+   the ancestor relation computed from the parent rows by pointer jumping;
+3. one forward; the greedy token of every row comes back in ONE device->host copy;
+4. greedy acceptance on the host: walk from the root, following the child whose token
+   equals the argmax at its parent; the argmax at the last accepted node is the bonus;
+5. KV compaction: only the <= depth accepted rows move, in one gather + one copy over
+   the stacked keys/values of all layers. Nothing else in the cache moves.
 
-The model is called through its public forward only; nothing is patched.
+:class:`StaticKV` is the cache: ONE tensor ``(layers, 2, 1, kv_heads, capacity, head_dim)``
+allocated once per session (prompt + max new tokens + the largest bucket, rounded up),
+whose per-layer keys/values are views. :class:`KVState` (the cache plus the ids it
+holds) belongs to a session, so the next request keeps the longest common token prefix
+in place and prefills only the delta.
 
-:class:`KVState` (the cache plus the ids it holds) belongs to a session so the next
-request can keep the longest common token prefix and prefill only the delta.
+On CUDA each bucket's step (device-side preparation + forward + argmax) is captured
+once per cache as a CUDA graph and replayed; capture never changes the output (the
+same kernels run). On the CPU the same code runs eagerly (``compile="inductor"``
+runs it through ``torch.compile`` instead; a test checks its logits against eager).
+The prefill stays eager. The model is called through its public forward only: a 4D
+additive float mask and explicit position ids (transformers 5.x returns a 4D mask
+as-is; a boolean mask gives wrong logits under eager attention, see MODELS.md).
 """
 
 from __future__ import annotations
 
+import logging
+import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
-from transformers import DynamicCache
+from transformers.cache_utils import Cache, CacheLayerMixin
 
 from fastcoder.trie import DraftTree
+
+log = logging.getLogger(__name__)
+
+BUCKETS = (1, 4, 8, 16, 32, 64, 128)
+"""Query-row sizes a step is padded to (row 0 is the root): at most 127 draft nodes."""
+CAPACITY_STEP = 512
+"""Static caches are sized in multiples of this many tokens."""
+DEFAULT_RESERVE = 512
+"""Room for new tokens kept after a prompt when the caller does not say (warm-up prefill)."""
+
+
+def kv_bytes_per_token(config, dtype: torch.dtype) -> int:
+    """Bytes of keys + values one token takes in the cache (all layers)."""
+    layers, heads, dim = _kv_shape(config)
+    return layers * 2 * heads * dim * torch.empty((), dtype=dtype).element_size()
+
+
+def _kv_shape(config) -> tuple[int, int, int]:
+    cfg = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    heads = int(getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads)
+    dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
+    return int(cfg.num_hidden_layers), heads, dim
+
+
+class _SlotLayer(CacheLayerMixin):
+    """One layer of :class:`StaticKV`: views into the stacked buffer; ``update`` writes
+    the new keys/values in place at the cache's ``slots`` (cache positions)."""
+
+    is_compileable = True
+    is_sliding = False
+
+    def __init__(self, owner: "StaticKV", index: int) -> None:
+        super().__init__()
+        self.owner = owner
+        self.keys = owner.buf[index, 0]
+        self.values = owner.buf[index, 1]
+        self.is_initialized = True
+
+    def lazy_initialization(self, key_states, value_states) -> None:  # allocated up front
+        pass
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        slots = self.owner.slots
+        self.keys.index_copy_(2, slots, key_states)
+        self.values.index_copy_(2, slots, value_states)
+        n = self.owner.view_len
+        if n is None:
+            return self.keys, self.values
+        return self.keys[:, :, :n], self.values[:, :, :n]
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.owner.capacity, 0
+
+    def get_seq_length(self) -> int:
+        return self.owner.length
+
+    def get_max_length(self) -> int:
+        return self.owner.capacity
+
+
+class StaticKV(Cache):
+    """A preallocated KV cache: ``buf[layer, 0 = keys | 1 = values]`` of shape
+    ``(1, kv_heads, capacity, head_dim)``. Rows ``[0, length)`` hold the committed
+    tokens; the verifier sets ``slots`` (where the next forward writes) and
+    ``view_len`` (how many rows attention reads; None = all, for fixed shapes)."""
+
+    def __init__(self, config, capacity: int, dtype: torch.dtype, device: torch.device) -> None:
+        layers, heads, dim = _kv_shape(config)
+        types = getattr(config.get_text_config(decoder=True), "layer_types", None) or []
+        if any(t != "full_attention" for t in types):
+            raise ValueError("the static tree verifier supports full-attention layers only (no sliding window)")
+        self.capacity = int(capacity)
+        self.buf = torch.zeros((layers, 2, 1, heads, self.capacity, dim), dtype=dtype, device=device)
+        self.slots: torch.Tensor | None = None
+        self.view_len: int | None = None
+        self.length = 0
+        self.graphs: dict[int, tuple] = {}  # bucket -> (CUDA graph, its output)
+        super().__init__(layers=[_SlotLayer(self, i) for i in range(layers)])
+
+    @property
+    def nbytes(self) -> int:
+        return self.buf.numel() * self.buf.element_size()
+
+    def move_rows(self, src: torch.Tensor, dst: torch.Tensor) -> None:
+        """Copy rows ``src`` to rows ``dst`` in every layer, keys and values: one gather
+        of ``len(src)`` rows and one copy (never the whole cache)."""
+        self.buf.index_copy_(4, dst, self.buf.index_select(4, src))
 
 
 @dataclass
 class KVState:
-    """A KV cache and the token ids whose keys/values it holds, in order."""
+    """A session's KV cache and the token ids whose keys/values it holds, in order."""
 
-    cache: DynamicCache | None = None
+    cache: StaticKV | None = None
     ids: list[int] = field(default_factory=list)
 
     def reset(self) -> None:
+        """Forget the held tokens; the buffer (and its captured graphs) stays for reuse."""
+        self.ids = []
+
+    def release(self) -> None:
+        """Free the buffer (LRU eviction of a session's static cache)."""
         self.cache = None
         self.ids = []
+
+    def truncate(self, n: int) -> None:
+        """Keep the first ``n`` held tokens (rows beyond are simply overwritten later)."""
+        del self.ids[n:]
+
+    @property
+    def nbytes(self) -> int:
+        return self.cache.nbytes if self.cache is not None else 0
 
 
 @dataclass
@@ -46,74 +164,208 @@ class StepResult:
 
 
 class Verifier:
-    """Runs prefill and tree-verification forwards for one model."""
+    """Runs prefill and fixed-shape tree-verification steps for one model.
 
-    def __init__(self, model: torch.nn.Module, *, record_margins: bool = False) -> None:
+    ``graphs``: capture each bucket's step as a CUDA graph (default: on when the model
+    is on CUDA). ``compile``: a ``torch.compile`` backend for the step ("inductor",
+    "aot_eager"; default None = eager), mainly to check the compiled path on the CPU.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        *,
+        record_margins: bool = False,
+        buckets: Sequence[int] = BUCKETS,
+        graphs: bool | None = None,
+        compile: str | None = None,
+    ) -> None:
         self.model = model
         param = next(model.parameters())
         self.device = param.device
         self.dtype = param.dtype
         self.record_margins = record_margins
+        self.buckets = tuple(sorted(int(b) for b in buckets))
+        if self.buckets[0] != 1:
+            raise ValueError("the smallest bucket must be 1 (AR)")
+        self.use_graphs = (self.device.type == "cuda") if graphs is None else bool(graphs)
+        if self.use_graphs and self.device.type != "cuda":
+            raise ValueError("CUDA graphs need a CUDA device")
+        self.compile = compile
+        self._compiled = None
+        bmax = self.buckets[-1]
+        # the one host->device copy per step: ids | parent rows | depths | past
+        pin = self.device.type == "cuda"
+        self._host_in = torch.zeros(3 * bmax + 1, dtype=torch.long, pin_memory=pin)
+        self._dev_in = torch.zeros(3 * bmax + 1, dtype=torch.long, device=self.device)
+        self._rows = torch.arange(bmax, device=self.device)
+        self._neg = torch.finfo(self.dtype).min
+        self.last_logits: torch.Tensor | None = None  # rows [root] + nodes of the last step
+
+    @property
+    def max_nodes(self) -> int:
+        """Most draft nodes one step verifies (the largest bucket minus the root)."""
+        return self.buckets[-1] - 1
+
+    def bucket(self, rows: int) -> int:
+        """The smallest bucket holding ``rows`` query rows."""
+        for b in self.buckets:
+            if b >= rows:
+                return b
+        raise ValueError(f"{rows} rows exceed the largest bucket {self.buckets[-1]}")
+
+    # ---------------------------------------------------------------- cache
+    def _ensure(self, kv: KVState, common: int, needed: int) -> None:
+        """Give ``kv`` a cache of at least ``needed`` rows, keeping its first ``common``."""
+        if kv.cache is not None and kv.cache.capacity >= needed:
+            return
+        cap = CAPACITY_STEP * math.ceil(needed / CAPACITY_STEP)
+        new = StaticKV(self.model.config, cap, self.dtype, self.device)
+        if kv.cache is not None and common:
+            new.buf[:, :, :, :, :common].copy_(kv.cache.buf[:, :, :, :, :common])
+        kv.cache = new
 
     # ---------------------------------------------------------------- prefill
     @torch.inference_mode()
-    def prefill(self, kv: KVState, ids: Sequence[int]) -> tuple[int, int, float | None]:
-        """Make ``kv`` hold ``ids[:-1]``… and compute the greedy next token.
+    def prefill(self, kv: KVState, ids: Sequence[int], reserve: int | None = None) -> tuple[int, int, float | None]:
+        """Make ``kv`` hold ``ids`` and compute the greedy next token.
 
-        Keeps the longest common prefix already in ``kv`` (at least one token is fed
-        so there are logits). Returns (next token, tokens actually prefilled, margin).
+        Keeps the longest common prefix already in ``kv`` in place (at least one token
+        is fed so there are logits) and runs only the rest. ``reserve``: new tokens the
+        caller may generate after ``ids`` (the cache is sized for them plus the largest
+        bucket). Returns (next token, tokens actually prefilled, margin).
         """
         ids = [int(t) for t in ids]
         if not ids:
             raise ValueError("empty prompt")
         common = 0
-        if kv.cache is not None:
-            limit = min(len(kv.ids), len(ids) - 1)
-            while common < limit and kv.ids[common] == ids[common]:
-                common += 1
-            drop = len(kv.ids) - common
-            if common == 0:
-                kv.reset()
-            elif drop:
-                kv.cache.crop(-drop)
-        if kv.cache is None:
-            kv.cache = DynamicCache(config=self.model.config)
-            kv.ids = []
-            common = 0
-        new = ids[common:]
-        input_ids = torch.tensor([new], dtype=torch.long, device=self.device)
-        pos = torch.arange(common, len(ids), device=self.device).unsqueeze(0)
+        limit = min(len(kv.ids), len(ids) - 1)
+        while common < limit and kv.ids[common] == ids[common]:
+            common += 1
+        kv.truncate(common)
+        reserve = DEFAULT_RESERVE if reserve is None else max(0, int(reserve))
+        self._ensure(kv, common, len(ids) + reserve + self.buckets[-1])
+        cache = kv.cache
+        n = len(ids) - common
+        end = common + n
+        cache.slots = torch.arange(common, end, device=self.device)
+        cache.view_len = end
+        col = torch.arange(end, device=self.device)
+        mask = torch.where(col.unsqueeze(0) <= cache.slots.unsqueeze(1), 0.0, self._neg).to(self.dtype)
         # logits_to_keep=1: the lm_head runs on the last position only (a 151k-vocab
         # head over a 2k-token prompt would cost a third of the prefill and 1 GB)
         out = self.model(
-            input_ids=input_ids, position_ids=pos, past_key_values=kv.cache, use_cache=True, logits_to_keep=1
+            input_ids=torch.tensor([ids[common:]], dtype=torch.long, device=self.device),
+            position_ids=cache.slots.unsqueeze(0),
+            attention_mask=mask.view(1, 1, n, end),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
         )
         logits = out.logits[0, -1]
         kv.ids = ids
+        cache.length = end
         # the cache now holds all of ids; the decode loop's convention is that the
         # last committed token (the first generated one) is *not* in the cache.
-        return int(torch.argmax(logits)), len(new), (self._margin(logits) if self.record_margins else None)
+        return int(torch.argmax(logits)), n, (self._margin(logits) if self.record_margins else None)
 
     # ---------------------------------------------------------------- one step
+    def _prepare(self, cache: StaticKV, b: int, full: bool):
+        """Device side of a step: inputs, positions, cache positions and the tree mask
+        from the device buffer ``_dev_in`` (fixed addresses, fixed shapes)."""
+        d = self._dev_in
+        ids, parents, depths, past = d[:b], d[b : 2 * b], d[2 * b : 3 * b], d[3 * b]
+        rows = self._rows[:b]
+        slots = past + rows
+        # ancestor-or-self: start from {self, parent}, square log2(b) times
+        reach = (rows.unsqueeze(1) == rows.unsqueeze(0)) | (parents.unsqueeze(1) == rows.unsqueeze(0))
+        reach = reach.to(torch.float32)
+        for _ in range(max(0, math.ceil(math.log2(b)))):
+            reach = ((reach @ reach) > 0).to(torch.float32)
+        width = cache.capacity if full else None
+        return ids, past + depths, slots, reach > 0, past, width
+
+    def _forward(self, cache: StaticKV, b: int, full: bool, past_len: int) -> torch.Tensor:
+        """Prepare + forward + argmax for bucket ``b`` (captured / compiled as a unit):
+        returns the logits (b, vocab) and their argmax (b,). ``full``: attend over the
+        whole capacity (fixed shapes, for graphs and compile) instead of the live rows."""
+        ids, pos, slots, anc, past, width = self._prepare(cache, b, full)
+        width = width if width is not None else past_len + b
+        col = torch.arange(width, device=self.device)
+        rel = col.unsqueeze(0) - past  # column relative to the first tree row
+        in_tree = (rel >= 0) & (rel < b)
+        tree_ok = torch.gather(anc, 1, rel.clamp(0, b - 1).expand(b, width)) & in_tree
+        allowed = (rel < 0) | tree_ok
+        mask = torch.where(allowed, 0.0, self._neg).to(self.dtype)
+        cache.slots = slots
+        cache.view_len = None if full else width
+        out = self.model(
+            input_ids=ids.view(1, b),
+            position_ids=pos.view(1, b),
+            attention_mask=mask.view(1, 1, b, width),
+            past_key_values=cache,
+            use_cache=True,
+        )
+        logits = out.logits[0]
+        return logits, torch.argmax(logits, dim=-1)
+
+    def _run_step(self, cache: StaticKV, b: int, past_len: int):
+        if self.use_graphs:
+            return self._graph_step(cache, b)
+        if self.compile:
+            if self._compiled is None:
+                self._compiled = torch.compile(self._forward, backend=self.compile, dynamic=False)
+            return self._compiled(cache, b, True, 0)
+        return self._forward(cache, b, False, past_len)
+
+    def _graph_step(self, cache: StaticKV, b: int):
+        entry = cache.graphs.get(b)
+        if entry is None:
+            try:
+                stream = torch.cuda.Stream()
+                stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(stream):  # warm-up outside the capture
+                    for _ in range(2):
+                        self._forward(cache, b, True, 0)
+                torch.cuda.current_stream().wait_stream(stream)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    out = self._forward(cache, b, True, 0)
+                entry = cache.graphs[b] = (graph, out)
+            except Exception as exc:  # capture must never cost correctness: run eagerly
+                log.warning("CUDA graph capture of bucket %d failed (%s); running eagerly", b, exc)
+                self.use_graphs = False
+                return self._forward(cache, b, True, 0)
+        entry[0].replay()
+        return entry[1]
+
     @torch.inference_mode()
     def step(self, kv: KVState, root: int, tree: DraftTree) -> StepResult:
         """Verify ``tree`` below ``root`` (the last committed token, not yet in kv)."""
+        cache = kv.cache
+        if cache is None:
+            raise ValueError("prefill first")
         past = len(kv.ids)
-        q = len(tree) + 1
-        input_ids = torch.tensor([[root] + tree.tokens], dtype=torch.long, device=self.device)
-        position_ids = tree.position_ids(past, self.device)
-        kwargs = {}
-        if len(tree):
-            kwargs["attention_mask"] = tree.attention_mask(past, self.dtype, self.device)
-        out = self.model(
-            input_ids=input_ids,
-            position_ids=position_ids,
-            past_key_values=kv.cache,
-            use_cache=True,
-            **kwargs,
-        )
-        logits = out.logits[0]
-        greedy = torch.argmax(logits, dim=-1).tolist()  # argmax in the model's dtype: exact, no copy
+        n = len(tree)
+        b = self.bucket(n + 1)
+        if past + b > cache.capacity:
+            self._ensure(kv, past, past + b + DEFAULT_RESERVE)
+            cache = kv.cache
+        # fill the host buffer: ids | parent rows | depths | past (padding rows: own parent)
+        h = self._host_in
+        h[: 3 * b].zero_()
+        h[0] = root
+        if n:
+            h[1 : n + 1] = torch.tensor(tree.tokens, dtype=torch.long)
+            h[b + 1 : b + n + 1] = torch.tensor(tree.parents, dtype=torch.long) + 1
+            h[2 * b + 1 : 2 * b + n + 1] = torch.tensor(tree.depths, dtype=torch.long)
+        h[b + n + 1 : 2 * b] = torch.arange(n + 1, b)
+        h[3 * b] = past
+        self._dev_in[: 3 * b].copy_(h[: 3 * b], non_blocking=True)
+        self._dev_in[3 * b].copy_(h[3 * b], non_blocking=True)
+        logits, greedy_dev = self._run_step(cache, b, past)
+        greedy = greedy_dev.tolist()  # the one device->host transfer
+        self.last_logits = logits[: n + 1]
         # walk the tree
         children = tree.children()
         accepted: list[int] = []
@@ -127,17 +379,17 @@ class Verifier:
         bonus = greedy[row]
         margins = None
         if self.record_margins:
-            rows = [0] + [i + 1 for i in accepted]
-            margins = [self._margin(logits[r]) for r in rows]
-        # KV compaction: keep past + root + accepted nodes
-        keep_rows = [0] + [i + 1 for i in accepted]
-        if len(keep_rows) < q:
-            idx = torch.tensor(list(range(past)) + [past + r for r in keep_rows], device=self.device)
-            for layer in kv.cache.layers:
-                if getattr(layer, "keys", None) is not None and layer.keys.numel():
-                    layer.keys = layer.keys.index_select(-2, idx)
-                    layer.values = layer.values.index_select(-2, idx)
+            margins = [self._margin(logits[r]) for r in [0] + [i + 1 for i in accepted]]
+        # KV compaction: the root stays at row `past`; accepted node rows move up behind it
+        src = [past + 1 + i for i in accepted]
+        dst = list(range(past + 1, past + 1 + len(accepted)))
+        if src != dst:
+            cache.move_rows(
+                torch.tensor(src, dtype=torch.long, device=self.device),
+                torch.tensor(dst, dtype=torch.long, device=self.device),
+            )
         kv.ids = kv.ids + [root] + [tree.tokens[i] for i in accepted]
+        cache.length = len(kv.ids)
         return StepResult(accepted=accepted, bonus=int(bonus), margins=margins)
 
     @staticmethod

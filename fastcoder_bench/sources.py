@@ -264,6 +264,7 @@ class OracleVerifier:
     those of a real run whose model output is the reference."""
 
     record_margins = False
+    max_nodes = 127  # as the real verifier's largest bucket
 
     def __init__(self, model: Any, reference: list[int], eos: int) -> None:
         self.model = model
@@ -271,7 +272,7 @@ class OracleVerifier:
         self.eos = eos
         self.pos = 0
 
-    def prefill(self, kv: Any, prompt_ids: Any):
+    def prefill(self, kv: Any, prompt_ids: Any, reserve: int | None = None):
         self.pos = 1
         return (self.ref[0] if self.ref else self.eos), len(prompt_ids), None
 

@@ -116,7 +116,7 @@ class SessionRegistry:
             if rank == 0 or doc.inflight is not None:  # in use: keeps its KV
                 used += size
             elif size and (rank >= self.max_kv_documents or used + size > self.max_kv_bytes):
-                doc.session.kv.reset()
+                doc.session.kv.release()  # frees the static cache
             else:
                 used += size
 

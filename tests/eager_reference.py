@@ -1,0 +1,135 @@
+"""The previous eager verifier (a growing DynamicCache, host-built mask, index_select
+compaction), kept ONLY as the reference the static path is tested against."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+from transformers import DynamicCache
+
+from fastcoder.trie import DraftTree
+
+
+@dataclass
+class EagerKV:
+    """A KV cache and the token ids whose keys/values it holds, in order."""
+
+    cache: DynamicCache | None = None
+    ids: list[int] = field(default_factory=list)
+
+    def reset(self) -> None:
+        self.cache = None
+        self.ids = []
+
+
+@dataclass
+class StepResult:
+    accepted: list[int]  # node indices along the accepted path
+    bonus: int  # the model's token after the accepted path
+    margins: list[float] | None = None  # top-2 logit margin per emitted token (when asked)
+
+
+class EagerVerifier:
+    """Runs prefill and tree-verification forwards for one model (reference only)."""
+
+    max_nodes = 127
+
+    def __init__(self, model: torch.nn.Module, *, record_margins: bool = False) -> None:
+        self.model = model
+        param = next(model.parameters())
+        self.device = param.device
+        self.dtype = param.dtype
+        self.record_margins = record_margins
+
+    # ---------------------------------------------------------------- prefill
+    @torch.inference_mode()
+    def prefill(self, kv: EagerKV, ids: Sequence[int], reserve: int | None = None) -> tuple[int, int, float | None]:
+        """Make ``kv`` hold ``ids[:-1]``… and compute the greedy next token.
+
+        Keeps the longest common prefix already in ``kv`` (at least one token is fed
+        so there are logits). Returns (next token, tokens actually prefilled, margin).
+        """
+        ids = [int(t) for t in ids]
+        if not ids:
+            raise ValueError("empty prompt")
+        common = 0
+        if kv.cache is not None:
+            limit = min(len(kv.ids), len(ids) - 1)
+            while common < limit and kv.ids[common] == ids[common]:
+                common += 1
+            drop = len(kv.ids) - common
+            if common == 0:
+                kv.reset()
+            elif drop:
+                kv.cache.crop(-drop)
+        if kv.cache is None:
+            kv.cache = DynamicCache(config=self.model.config)
+            kv.ids = []
+            common = 0
+        new = ids[common:]
+        input_ids = torch.tensor([new], dtype=torch.long, device=self.device)
+        pos = torch.arange(common, len(ids), device=self.device).unsqueeze(0)
+        # logits_to_keep=1: the lm_head runs on the last position only (a 151k-vocab
+        # head over a 2k-token prompt would cost a third of the prefill and 1 GB)
+        out = self.model(
+            input_ids=input_ids, position_ids=pos, past_key_values=kv.cache, use_cache=True, logits_to_keep=1
+        )
+        logits = out.logits[0, -1]
+        kv.ids = ids
+        # the cache now holds all of ids; the decode loop's convention is that the
+        # last committed token (the first generated one) is *not* in the cache.
+        return int(torch.argmax(logits)), len(new), (self._margin(logits) if self.record_margins else None)
+
+    # ---------------------------------------------------------------- one step
+    @torch.inference_mode()
+    def step(self, kv: EagerKV, root: int, tree: DraftTree) -> StepResult:
+        """Verify ``tree`` below ``root`` (the last committed token, not yet in kv)."""
+        past = len(kv.ids)
+        q = len(tree) + 1
+        input_ids = torch.tensor([[root] + tree.tokens], dtype=torch.long, device=self.device)
+        position_ids = tree.position_ids(past, self.device)
+        kwargs = {}
+        if len(tree):
+            kwargs["attention_mask"] = tree.attention_mask(past, self.dtype, self.device)
+        out = self.model(
+            input_ids=input_ids,
+            position_ids=position_ids,
+            past_key_values=kv.cache,
+            use_cache=True,
+            **kwargs,
+        )
+        logits = out.logits[0]
+        self.last_logits = logits
+        greedy = torch.argmax(logits, dim=-1).tolist()  # argmax in the model's dtype: exact, no copy
+        # walk the tree
+        children = tree.children()
+        accepted: list[int] = []
+        row = 0  # row of the current node in the input (0 = root)
+        while True:
+            nxt = children[row].get(greedy[row]) if row < len(children) else None
+            if nxt is None:
+                break
+            accepted.append(nxt)
+            row = nxt + 1
+        bonus = greedy[row]
+        margins = None
+        if self.record_margins:
+            rows = [0] + [i + 1 for i in accepted]
+            margins = [self._margin(logits[r]) for r in rows]
+        # KV compaction: keep past + root + accepted nodes
+        keep_rows = [0] + [i + 1 for i in accepted]
+        if len(keep_rows) < q:
+            idx = torch.tensor(list(range(past)) + [past + r for r in keep_rows], device=self.device)
+            for layer in kv.cache.layers:
+                if getattr(layer, "keys", None) is not None and layer.keys.numel():
+                    layer.keys = layer.keys.index_select(-2, idx)
+                    layer.values = layer.values.index_select(-2, idx)
+        kv.ids = kv.ids + [root] + [tree.tokens[i] for i in accepted]
+        return StepResult(accepted=accepted, bonus=int(bonus), margins=margins)
+
+    @staticmethod
+    def _margin(logits: torch.Tensor) -> float | None:
+        top = torch.topk(logits.float(), 2).values
+        return float(top[0] - top[1])

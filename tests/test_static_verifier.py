@@ -1,0 +1,179 @@
+"""The static, fixed-shape verifier against the old eager one (fp32, tiny models).
+
+The old eager verifier (growing DynamicCache, host-built mask, index_select over the
+whole cache) lives on only as ``tests/eager_reference.py``, the reference here.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from eager_reference import EagerKV, EagerVerifier
+from fastcoder.config import DecodeConfig
+from fastcoder.datastore import TokenDatastore
+from fastcoder.decode import generate
+from fastcoder.drafters import Sources, make_drafter
+from fastcoder.engine import Engine
+from fastcoder.session import Session
+from fastcoder.trie import DraftTree
+from fastcoder.verifier import BUCKETS, KVState, StaticKV, Verifier
+
+TREE = DraftTree(
+    tokens=[5, 6, 7, 8, 9, 11],
+    parents=[-1, 0, 1, -1, 3, 1],
+    depths=[1, 2, 3, 1, 2, 3],
+    sources=["x"] * 6,
+    probs=[1.0] * 6,
+)
+
+
+def random_tree(rng: random.Random, n: int, vocab: int) -> DraftTree:
+    parents = [rng.randrange(-1, i) for i in range(n)]
+    depths: list[int] = []
+    for p in parents:
+        depths.append(1 if p < 0 else depths[p] + 1)
+    return DraftTree([rng.randrange(vocab) for _ in range(n)], parents, depths, ["x"] * n, [1.0] * n)
+
+
+def test_static_step_logits_equal_eager_reference(tiny_model):
+    """Every bucket, random trees, several steps with compaction in between: the static
+    path's logits equal the old eager path's (fp32 rounding) and every greedy choice,
+    accepted path and bonus token is the same."""
+    rng = random.Random(0)
+    vocab = tiny_model.config.vocab_size
+    sv, ev = Verifier(tiny_model), EagerVerifier(tiny_model)
+    prompt = [rng.randrange(4, vocab) for _ in range(37)]
+    kv, ekv = KVState(), EagerKV()
+    first, n, _ = sv.prefill(kv, prompt, reserve=400)
+    assert (first, n) == ev.prefill(ekv, prompt)[:2]
+    root = first
+    for size in [0, 3, 6, 7, 15, 31, 63, 127, 0, 12]:
+        tree = random_tree(rng, size, vocab)
+        a, b = sv.step(kv, root, tree), ev.step(ekv, root, tree)
+        assert sv.last_logits.shape == ev.last_logits.shape == (size + 1, vocab)
+        assert torch.allclose(sv.last_logits, ev.last_logits, atol=1e-4, rtol=0), (sv.last_logits - ev.last_logits).abs().max()
+        assert torch.equal(sv.last_logits.argmax(-1), ev.last_logits.argmax(-1))
+        assert (a.accepted, a.bonus) == (b.accepted, b.bonus)
+        assert kv.ids == ekv.ids and kv.cache.length == len(kv.ids)
+        root = a.bonus
+
+
+def test_compaction_moves_only_accepted_rows(tiny_model):
+    v = Verifier(tiny_model)
+    kv = KVState()
+    prompt = list(range(20, 45))
+    first, _, _ = v.prefill(kv, prompt)
+    # make the model's own greedy chain the second branch so nodes 3, 4 are accepted
+    ref = EagerVerifier(tiny_model)
+    ekv = EagerKV()
+    ref.prefill(ekv, prompt)
+    chain = []
+    tok = first
+    for _ in range(2):
+        tok = ref.step(ekv, tok, DraftTree()).bonus
+        chain.append(tok)
+    tree = DraftTree(
+        tokens=[(chain[0] + 1) % 600, (chain[0] + 2) % 600, (chain[0] + 3) % 600, chain[0], chain[1]],
+        parents=[-1, -1, 1, -1, 3],
+        depths=[1, 1, 2, 1, 2],
+        sources=["x"] * 5,
+        probs=[1.0] * 5,
+    )
+    past = len(kv.ids)
+    before = kv.cache.buf.clone()
+    step = v.step(kv, first, tree)
+    assert step.accepted == [3, 4]
+    after = kv.cache.buf
+    # rows of the past are untouched; the accepted rows (4, 5 after the root) moved to 1, 2
+    assert torch.equal(after[..., :past, :], before[..., :past, :])
+    fresh = Verifier(tiny_model)
+    fkv = KVState()
+    fresh.prefill(fkv, prompt + [first] + chain)
+    n = past + 3
+    assert torch.allclose(after[..., :n, :], fkv.cache.buf[..., :n, :], atol=1e-5)
+
+
+def test_prefix_reuse_prefills_only_the_delta(tiny_model):
+    v = Verifier(tiny_model)
+    kv = KVState()
+    a = list(range(30, 90))
+    b = a[:50] + [7, 8, 9, 10]
+    v.prefill(kv, a)
+    buf = kv.cache.buf
+    tok, prefilled, _ = v.prefill(kv, b)
+    assert prefilled == 4 and kv.cache.buf is buf  # kept in place, no new cache
+    fresh = KVState()
+    assert v.prefill(fresh, b)[0] == tok
+    assert torch.allclose(kv.cache.buf[..., : len(b), :], fresh.cache.buf[..., : len(b), :], atol=1e-5)
+    # a request that needs more room moves to a bigger cache, keeping the common prefix
+    longer = b + list(range(100, 140))
+    tok2, prefilled2, _ = v.prefill(kv, longer, reserve=kv.cache.capacity)
+    assert prefilled2 == 40 and kv.cache.capacity >= len(longer) + kv.cache.capacity // 2
+    assert tok2 == v.prefill(KVState(), longer)[0]
+
+
+def test_buckets_and_capacity(tiny_model):
+    v = Verifier(tiny_model)
+    assert [v.bucket(r) for r in (1, 2, 5, 16, 17, 65, 128)] == [1, 4, 8, 16, 32, 128, 128]
+    with pytest.raises(ValueError):
+        v.bucket(129)
+    kv = KVState()
+    v.prefill(kv, list(range(10, 20)), reserve=100)
+    assert kv.cache.capacity >= 10 + 100 + BUCKETS[-1]
+    assert isinstance(kv.cache, StaticKV) and kv.nbytes == kv.cache.buf.numel() * 4
+    kv.reset()
+    assert kv.ids == [] and kv.cache is not None  # reset keeps the buffer for reuse
+    kv.release()
+    assert kv.cache is None
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiled_step_logits_equal_eager(tiny_tokenizer, backend):
+    """The step as one compiled unit (device-side preparation + forward + argmax over
+    the whole fixed-shape cache, the code CUDA graphs capture): aot_eager (dynamo's
+    captured graph run op by op) is bit-identical to eager; inductor (fused kernels)
+    equal up to fp32 rounding with identical greedy choices."""
+    from conftest import build_model
+
+    model = build_model("qwen2", len(tiny_tokenizer), seed=3)
+    eager = Verifier(model)
+    eager._run_step = lambda cache, b, past: eager._forward(cache, b, True, 0)  # same fixed shapes
+    comp = Verifier(model, compile=backend)
+    prompt = list(range(40, 75))
+    kv_e, kv_c = KVState(), KVState()
+    root = eager.prefill(kv_e, prompt)[0]
+    assert comp.prefill(kv_c, prompt)[0] == root
+    for tree in (TREE, DraftTree.chain([9, 10, 11], "x")):
+        a, b = eager.step(kv_e, root, tree), comp.step(kv_c, root, tree)
+        if backend == "aot_eager":
+            assert torch.equal(comp.last_logits, eager.last_logits)
+        else:
+            assert torch.allclose(comp.last_logits, eager.last_logits, atol=1e-4, rtol=0)
+            assert torch.equal(comp.last_logits.argmax(-1), eager.last_logits.argmax(-1))
+        assert (a.accepted, a.bonus) == (b.accepted, b.bonus)
+        root = a.bonus
+
+
+def test_generate_static_equals_eager_reference_every_drafter(tiny_model, tiny_tokenizer):
+    """The whole decode loop on the old eager verifier and on the static one: identical
+    tokens for every drafter, with prefix reuse across two runs of a session."""
+    engine = Engine(tiny_model, tiny_tokenizer, name="tiny")
+    rng = random.Random(5)
+    vocab = len(tiny_tokenizer)
+    prompt = [rng.randrange(4, vocab) for _ in range(30)]
+    ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=20)).tokens
+    docs = [ar[3:15], prompt[5:25] + ar[:6], [rng.randrange(vocab) for _ in range(20)]]
+    sources = Sources(dr=TokenDatastore.build(docs[:2]), dc=TokenDatastore.build(docs))
+    eager = EagerVerifier(tiny_model)
+    for method in ("ar", "pld", "rest", "fastcoder", "reuse"):
+        cfg = DecodeConfig(method=method, max_new_tokens=20, max_draft_tokens=16, cache_min_sequences=0)
+        s_static, s_eager = Session(cfg), Session(cfg)
+        s_eager.kv = EagerKV()
+        for _ in range(2):
+            g1 = engine.generate(prompt, cfg, session=s_static, sources=sources, reference=ar[2:])
+            d = make_drafter(cfg, sources, reference=ar[2:], pool=engine.pool)
+            g2 = generate(eager, tiny_tokenizer, d, prompt, cfg, session=s_eager)
+            assert g1.tokens == g2.tokens == ar, method
