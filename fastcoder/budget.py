@@ -1,13 +1,20 @@
-"""Draft budget from the hardware.
+"""Draft budget from the hardware: the cost of a whole step per bucket.
 
-Verifying k draft nodes costs c(k) (one forward of k + 1 tokens on a cached past).
-We measure c(k) once per model, device and dtype, cache it as JSON, and at each step
-keep the prefix of the best-first draft (nodes in decreasing weight) that maximises
+The verifier pads every tree to a bucket of query rows (1, 4, 8, ..., 128; row 0 is
+the root), so a step costs the same for every tree size in one bucket. We measure the
+whole step per bucket (host buffers, the device-side mask, the forward, the one
+device->host copy, the acceptance walk and the KV compaction: ``Verifier.step``),
+once per model, device and dtype, cache it as JSON, and at each step keep the prefix
+of the best-first draft (nodes in decreasing weight) that maximises expected tokens
+per second::
 
-    expected committed tokens / cost = (1 + sum_{i<k} p_i) / c(k)
+    rate(k) = (1 + calibration * sum_{i<k} p_i) / (c(bucket(k + 1)) + draft_s)
 
-where p_i is the node's estimated acceptance probability (its trie weight share,
-scaled by a calibration factor learned from what was actually accepted).
+where p_i is the node's estimated acceptance probability (its trie weight share),
+``calibration`` is learned from what was actually accepted and ``draft_s`` is an
+optional drafting cost per step (the decode loop passes none, so an offline replay of a
+run takes the same steps). k = 0 (bucket 1, an AR step) wins whenever no tree pays for
+itself; then :class:`StepBudget` drafts nothing for the next 1, 2, 4, then 8 steps.
 """
 
 from __future__ import annotations
@@ -20,7 +27,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from fastcoder.trie import DraftTree
@@ -28,33 +34,41 @@ from fastcoder.verifier import KVState, Verifier
 
 log = logging.getLogger(__name__)
 
-KS = (0, 1, 3, 7, 15, 31, 47, 63, 95)
-CURVE_VERSION = 3  # bump when the measurement changes, so old curves are re-measured
+CURVE_VERSION = 4  # bump when the measurement changes, so old curves are re-measured
 
 
 @dataclass
 class CostCurve:
-    """Measured forward time (seconds) for k draft nodes, interpolated linearly."""
+    """Measured whole-step time (seconds) per bucket: ``ks[j]`` is the most draft nodes
+    bucket j holds (bucket rows - 1), ``seconds[j]`` its step time. c(k) is the time of
+    the smallest bucket holding k nodes (a step function)."""
 
     ks: list[int]
     seconds: list[float]
 
     def cost(self, k: int) -> float:
-        ks, s = self.ks, self.seconds
-        if k <= ks[-1]:
-            return float(np.interp(k, ks, s))
-        slope = (s[-1] - s[-2]) / max(ks[-1] - ks[-2], 1)  # extrapolate linearly
-        return s[-1] + slope * (k - ks[-1])
+        for kk, s in zip(self.ks, self.seconds):
+            if k <= kk:
+                return s
+        slope = (self.seconds[-1] - self.seconds[-2]) / max(self.ks[-1] - self.ks[-2], 1)  # past the largest bucket
+        return self.seconds[-1] + slope * (k - self.ks[-1])
 
-    def best_size(self, probs: list[float], calibration: float = 1.0) -> int:
-        """Number of leading nodes to verify (0..len(probs))."""
+    def best_size(self, probs: list[float], calibration: float = 1.0, draft_s: float = 0.0) -> int:
+        """Number of leading nodes to verify (0..len(probs)): for each bucket the most
+        nodes it holds, the bucket with the best expected tokens per second."""
         best_k, best_rate = 0, 1.0 / self.cost(0)
-        expected = 1.0
-        for k, p in enumerate(probs, start=1):
-            expected += p * calibration
-            rate = expected / self.cost(k)
+        prefix = [0.0]
+        for p in probs:
+            prefix.append(prefix[-1] + p)
+        for kk, s in zip(self.ks, self.seconds):
+            k = min(kk, len(probs))
+            if k <= 0:
+                continue
+            rate = (1.0 + calibration * prefix[k]) / (s + draft_s)
             if rate > best_rate:
                 best_k, best_rate = k, rate
+            if kk >= len(probs):
+                break
         return best_k
 
     def best_fixed(self, expected_accept) -> int:
@@ -62,19 +76,63 @@ class CostCurve:
         return max(range(0, self.ks[-1] + 1), key=lambda k: (1 + expected_accept(k)) / self.cost(k))
 
 
-def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5, ks=KS) -> CostCurve:
-    """Time one verification forward for each k on a ``context_len`` cache.
+class StepBudget:
+    """The per-generation budget state shared by the decode loop and the offline
+    simulator: the calibration of the trie's acceptance estimates and the back-off that
+    drafts nothing for a while (1, 2, 4, then 8 steps) after a tree that did not pay.
 
-    The ks are interleaved over ``rounds`` rounds and each k keeps its minimum: load
+    ``curve`` None (or ``adaptive`` False) keeps trees as drafted."""
+
+    MAX_BACKOFF = 8
+
+    def __init__(self, curve: CostCurve | None, adaptive: bool = True) -> None:
+        self.curve = curve if adaptive else None
+        self.calibration = 0.5
+        self._backoff = 0
+        self._idle = 0
+
+    def should_draft(self) -> bool:
+        """False while backing off (the step runs as bucket 1 without drafting)."""
+        if self._idle > 0:
+            self._idle -= 1
+            return False
+        return True
+
+    def trim(self, tree: DraftTree) -> DraftTree:
+        """The best-first prefix of ``tree`` with the best expected tokens per second."""
+        if self.curve is None or not len(tree):
+            return tree
+        tree = tree.truncate(self.curve.best_size(tree.probs, self.calibration))
+        if len(tree):
+            self._backoff = 0
+        else:  # no tree paid: draft nothing for the next steps
+            self._backoff = min(self.MAX_BACKOFF, max(1, 2 * self._backoff))
+            self._idle = self._backoff
+        return tree
+
+    def observe(self, tree: DraftTree, accepted: int) -> None:
+        """Learn how well the trie's estimates predict what is accepted."""
+        if len(tree):
+            predicted = sum(tree.probs)
+            if predicted > 0:
+                self.calibration = 0.9 * self.calibration + 0.1 * min(2.0, accepted / predicted)
+
+
+def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5) -> CostCurve:
+    """Time one whole verification step (``Verifier.step``) per bucket on a
+    ``context_len`` cache, with a full chain of bucket - 1 nodes.
+
+    The buckets are interleaved over ``rounds`` rounds and each keeps its minimum: load
     from other processes only ever adds time, so the minimum is the least disturbed
     sample. The curve is then made non-decreasing (c(k) = max over j <= k of c(j)).
     """
+    ks = [b - 1 for b in verifier.buckets]
     vocab = int(getattr(verifier.model.config, "vocab_size", 1000))
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(10, max(11, vocab - 10), (context_len + 1 + max(ks),), generator=gen).tolist()
     kv = KVState()
-    verifier.prefill(kv, ids[:context_len])
-    base_ids = list(kv.ids)
+    verifier.prefill(kv, ids[:context_len], reserve=max(ks) + 1)
+    base = len(kv.ids)
     best = [float("inf")] * len(ks)
     for rnd in range(rounds + 1):
         for j, k in enumerate(ks):
@@ -82,12 +140,12 @@ def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5, ks=KS) 
             t0 = time.perf_counter()
             verifier.step(kv, ids[context_len], tree)
             dt = time.perf_counter() - t0
-            if rnd > 0:  # round 0 is the warm-up
+            if rnd > 0:  # round 0 is the warm-up (and, on CUDA, the graph capture)
                 best[j] = min(best[j], dt)
-            kv.truncate(len(base_ids))  # roll back whatever the step kept
+            kv.truncate(base)  # roll back whatever the step kept
     for j in range(1, len(best)):  # non-decreasing: a lucky low sample at a large k must
         best[j] = max(best[j], best[j - 1])  # not make the smaller ks look as cheap
-    return CostCurve(list(ks), best)
+    return CostCurve(ks, best)
 
 
 def _cache_file(key: str) -> Path:

@@ -3,12 +3,12 @@
 Layout of the token array: ``doc_0 SEP doc_1 SEP ... doc_{D-1} SEP`` where ``SEP`` is
 ``2**31 - 1``, an id no tokenizer produces, so a match never crosses a document.
 
-Query (:meth:`TokenDatastore.retrieve`): the longest suffix of the context, from
-``n_max`` tokens down to ``n_min``, that occurs in the store; then the most frequent
-continuations of it, with **exact** counts for every prefix. All suffixes that start
-with the pattern are one contiguous, sorted range of the suffix array, so the
-continuations inside it are sorted too and a prefix's count is a run length; we expand
-the heaviest prefixes best-first, each expansion a vectorised gather of one column.
+Query (:meth:`TokenDatastore.retrieve`, i.e. :func:`fastcoder.search.search` over this
+one store): the longest suffix of the context, from ``n_max`` tokens down to ``n_min``,
+that occurs in the store; then the most frequent continuations of it, with **exact**
+counts for every prefix. All suffixes that start with the pattern are one contiguous,
+sorted range of the suffix array, so the continuations inside it are sorted too and a
+prefix's count is a run length.
 
 On disk (``save``/``load``), one file::
 
@@ -22,7 +22,6 @@ mapped, never copied. A foreign or corrupt file raises :class:`DatastoreError`.
 
 from __future__ import annotations
 
-import heapq
 import json
 import os
 import struct
@@ -40,6 +39,9 @@ SEP = np.int32(2**31 - 1)
 MAGIC = b"FCDS"
 FORMAT_VERSION = 1
 _ALIGN = 64
+FIRST_TABLE_MAX = 64_000_000
+"""Stores up to this many tokens get a first-token range table (built on first search,
+about 12 bytes per distinct token) that starts each binary search in the right range."""
 
 Path_ = tuple[int, ...]
 
@@ -87,6 +89,12 @@ class TokenDatastore:
         self.tokens = tokens
         self.sa = sa
         self.doc_starts = doc_starts
+        # the search reads plain ndarray views: np.memmap's Python-level __getitem__ /
+        # __array_finalize__ runs on every element read otherwise (the views share the
+        # mapping; nothing is copied)
+        self._tok = np.asarray(tokens).view(np.ndarray)
+        self._sa = np.asarray(sa).view(np.ndarray)
+        self._first_table: tuple[np.ndarray, np.ndarray] | None = None
         self.fingerprint = fingerprint
         self.meta = dict(meta or {})
         self._tokens_list_cache: list[int] | None = None
@@ -144,17 +152,47 @@ class TokenDatastore:
     # ------------------------------------------------------------------ search
     def _compare_at(self, i: int, pattern: list[int]) -> int:
         """Compare suffix SA[i] (first len(pattern) tokens) with pattern: -1, 0, 1."""
-        s = int(self.sa[i])
-        seg = self.tokens[s : s + len(pattern)].tolist()
+        s = int(self._sa[i])
+        seg = self._tok[s : s + len(pattern)].tolist()
         if seg == pattern:
             return 0
         return -1 if seg < pattern else 1
 
+    def _first_token_ranges(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """(tokens, starts): the suffix-array ranges of the suffixes starting with each
+        token (sorted; range i is [starts[i], starts[i + 1])), built once, lazily, in
+        chunks (one pass over the arrays). None for stores above FIRST_TABLE_MAX."""
+        table = self._first_table
+        if table is None and 0 < self.sa.size <= FIRST_TABLE_MAX:
+            toks, starts, prev = [], [], None
+            for a in range(0, int(self.sa.size), 1 << 22):
+                first = self._tok[self._sa[a : a + (1 << 22)]]
+                change = np.flatnonzero(first[1:] != first[:-1]) + 1
+                idx = np.concatenate(([0], change)) if prev is None or first[0] != prev else change
+                toks.append(first[idx].astype(np.int64))
+                starts.append(idx.astype(np.int64) + a)
+                prev = first[-1]
+            table = self._first_table = (
+                np.concatenate(toks),
+                np.concatenate(starts + [np.asarray([self.sa.size], dtype=np.int64)]),
+            )
+        return table
+
     def find_range(self, pattern: Sequence[int]) -> tuple[int, int]:
-        """Suffix-array range [lo, hi) of suffixes that start with ``pattern``."""
+        """Suffix-array range [lo, hi) of suffixes that start with ``pattern``: the
+        range of its first token from a table, then binary searches inside it."""
         pat = [int(t) for t in pattern]
         n = int(self.sa.size)
         lo, hi = 0, n
+        table = self._first_token_ranges() if pat else None
+        if table is not None:
+            i = int(np.searchsorted(table[0], pat[0]))
+            if i >= table[0].size or int(table[0][i]) != pat[0]:
+                return 0, 0
+            lo, hi = int(table[1][i]), int(table[1][i + 1])
+            if len(pat) == 1:
+                return lo, hi
+        end = hi
         while lo < hi:  # first suffix >= pattern
             mid = (lo + hi) // 2
             if self._compare_at(mid, pat) < 0:
@@ -162,7 +200,7 @@ class TokenDatastore:
             else:
                 hi = mid
         first = lo
-        hi = n
+        hi = end
         while lo < hi:  # first suffix > pattern (as a prefix)
             mid = (lo + hi) // 2
             if self._compare_at(mid, pat) <= 0:
@@ -170,89 +208,6 @@ class TokenDatastore:
             else:
                 hi = mid
         return first, lo
-
-    def _live_positions(self, lo: int, hi: int, dead_docs: np.ndarray | None) -> np.ndarray:
-        pos = np.asarray(self.sa[lo:hi], dtype=np.int64)
-        if dead_docs is not None and dead_docs.size and pos.size:
-            pos = pos[~np.isin(self.doc_of(pos), dead_docs)]
-        return pos
-
-    def longest_match(
-        self,
-        context: Sequence[int],
-        n_max: int = 16,
-        n_min: int = 2,
-        dead_docs: np.ndarray | None = None,
-    ) -> tuple[int, np.ndarray]:
-        """Longest suffix length in [n_min, n_max] of ``context`` that occurs, and the
-        (live) start positions of its occurrences. (0, empty) when none occurs.
-
-        Occurrence is monotone in the length (a suffix of an occurrence occurs), so the
-        length is found by binary search: about log2(n_max - n_min) range look-ups.
-        """
-        ctx = list(context)[-n_max:]
-        if self.sa.size == 0 or len(ctx) < n_min:
-            return 0, np.zeros(0, dtype=np.int64)
-        best_len, best_pos = 0, np.zeros(0, dtype=np.int64)
-        lo_n, hi_n = n_min, min(n_max, len(ctx))
-        while lo_n <= hi_n:
-            n = (lo_n + hi_n) // 2
-            lo, hi = self.find_range(ctx[-n:])
-            pos = self._live_positions(lo, hi, dead_docs) if hi > lo else None
-            if pos is not None and pos.size:
-                best_len, best_pos = n, pos
-                lo_n = n + 1
-            else:
-                hi_n = n - 1
-        return best_len, best_pos
-
-    def continuations(
-        self,
-        starts: np.ndarray,
-        max_nodes: int = 64,
-        max_depth: int = 16,
-    ) -> list[tuple[Path_, int]]:
-        """The ``max_nodes`` heaviest continuation prefixes of the given start positions
-        (positions right after the match), with exact counts, heaviest first.
-
-        ``starts`` must be sorted by their continuations (suffix-array order) — true for
-        a suffix-array range and kept by filtering.
-        """
-        out: list[tuple[Path_, int]] = []
-        if starts.size == 0 or max_nodes <= 0 or max_depth <= 0:
-            return out
-        tokens = self.tokens
-        n_tok = tokens.size
-        counter = 0
-        # heap of (-count, tiebreak, path, positions-of-this-node)
-        heap: list[tuple[int, int, Path_, np.ndarray]] = []
-
-        def push_children(path: Path_, pos: np.ndarray) -> None:
-            nonlocal counter
-            if len(path) >= max_depth:
-                return
-            idx = pos + len(path)
-            col = np.full(pos.size, SEP, dtype=np.int32)
-            ok = idx < n_tok
-            col[ok] = tokens[idx[ok]]
-            # rows are sorted by continuation, so equal tokens are adjacent runs;
-            # but filtering dead docs or sub-ranges keeps order, so runs stay runs.
-            bounds = np.flatnonzero(col[1:] != col[:-1]) + 1
-            run_starts = np.concatenate(([0], bounds))
-            run_ends = np.concatenate((bounds, [col.size]))
-            for s, e in zip(run_starts.tolist(), run_ends.tolist()):
-                tok = int(col[s])
-                if tok == SEP:
-                    continue
-                counter += 1
-                heapq.heappush(heap, (-(e - s), counter, path + (tok,), pos[s:e]))
-
-        push_children((), starts)
-        while heap and len(out) < max_nodes:
-            neg, _, path, pos = heapq.heappop(heap)
-            out.append((path, -neg))
-            push_children(path, pos)
-        return out
 
     def retrieve(
         self,
@@ -264,12 +219,11 @@ class TokenDatastore:
         max_depth: int = 16,
         dead_docs: np.ndarray | None = None,
     ) -> Retrieval:
-        """Longest-suffix match of ``context`` and its heaviest continuations."""
-        m, pos = self.longest_match(context, n_max, n_min, dead_docs)
-        if m == 0:
-            return Retrieval()
-        nodes = self.continuations(pos + m, max_nodes=max_nodes, max_depth=max_depth)
-        return Retrieval(match_len=m, nodes=nodes, total=int(pos.size))
+        """Longest-suffix match of ``context`` and its heaviest continuations (exact
+        counts), through the one search of :mod:`fastcoder.search`."""
+        from fastcoder.search import search
+
+        return search([(self, dead_docs)], context, n_max=n_max, n_min=n_min, max_nodes=max_nodes, max_depth=max_depth)
 
     # ------------------------------------------------------------------ integrity
     def check(self, samples: int = 2000, seed: int = 0) -> None:

@@ -5,8 +5,8 @@ Read top to bottom::
     first = prefill(prompt)                      # KV prefix reuse via the session
     while not stopped:
         tree  = drafter.draft(tokens)            # may be empty (AR)
-        tree  = trim(tree, cost curve)           # draft budget from the hardware
-        step  = verifier.step(kv, last, tree)    # one forward, greedy acceptance, KV compaction
+        tree  = trim(tree, cost curve)           # the bucket with the best expected tokens/s
+        step  = verifier.step(kv, last, tree)    # one fixed-shape forward, acceptance, KV compaction
         new   = accepted tokens + bonus token
         commit new tokens one by one, stopping exactly where AR would stop
         drafter.update(...)                      # CACHE, live context, re-sync
@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from fastcoder.budget import CostCurve
+from fastcoder.budget import CostCurve, StepBudget
 from fastcoder.config import DecodeConfig
 from fastcoder.drafters import DraftState, Drafter
 from fastcoder.session import Session
@@ -128,7 +128,8 @@ def generate(
         st.tokens.extend(out)
         if out:  # the prefill's token is output too: drafters must see it
             drafter.update(st, DraftTree(), [], list(out))
-        calibration = 0.5
+        budget = StepBudget(cost_curve, config.max_draft_tokens is None and drafter.adaptive_budget)
+        split = getattr(verifier, "last_split", None) is not None
         while not done:
             if cancel is not None and cancel.is_set():
                 cancelled = True
@@ -137,26 +138,33 @@ def generate(
             if config.time_budget_s is not None and time.perf_counter() - t_start > config.time_budget_s:
                 stats.stop_reason = "time_budget"
                 break
-            # 1. draft
+            # 1. draft (nothing while backing off after trees that did not pay)
             t0 = time.perf_counter()
             max_nodes = config.max_draft_tokens if config.max_draft_tokens is not None else 64
-            tree = drafter.draft(st, max_nodes) if max_nodes > 0 or drafter.name == "reuse" else DraftTree()
+            drafting = (max_nodes > 0 or drafter.name == "reuse") and budget.should_draft()
+            tree = drafter.draft(st, max_nodes) if drafting else DraftTree()
             t1 = time.perf_counter()
             stats.retrieval_s += t1 - t0
-            # 2. budget: trim the best-first tree to what the hardware verifies best
-            if cost_curve is not None and config.max_draft_tokens is None and drafter.adaptive_budget and len(tree):
-                tree = tree.truncate(cost_curve.best_size(tree.probs, calibration))
+            # 2. budget: trim the best-first tree to the bucket with the best expected tokens/s
+            tree = budget.trim(tree)
             # never draft past max_new_tokens: deeper nodes could not be committed
             tree = tree.limit_depth(config.max_new_tokens - len(out) - 1)
             if len(tree) > verifier.max_nodes:  # the largest bucket (best-first: still a tree)
                 tree = tree.truncate(verifier.max_nodes)
             t2 = time.perf_counter()
             stats.tree_s += t2 - t1
-            # 3. verify
+            # 3. verify: inputs, forward, acceptance walk, KV compaction
             root = st.tokens[-1]
             step = verifier.step(session.kv, root, tree)
             t3 = time.perf_counter()
-            stats.forward_s += t3 - t2
+            if split:
+                prep, fwd, walk, compact = verifier.last_split
+                stats.prep_s += prep
+                stats.walk_s += walk
+                stats.compact_s += compact
+                stats.forward_s += (t3 - t2) - prep - walk - compact
+            else:
+                stats.forward_s += t3 - t2
             stats.forward_steps += 1
             stats.draft_tokens += len(tree)
             stats.draft_sizes.append(len(tree))
@@ -167,16 +175,15 @@ def generate(
             for i in step.accepted:
                 stats.accepted_by_source[tree.sources[i]] += 1
             stats.accept_lengths.append(len(step.accepted))
-            if len(tree):
-                predicted = sum(tree.probs)
-                if predicted > 0:
-                    calibration = 0.9 * calibration + 0.1 * min(2.0, len(step.accepted) / predicted)
+            budget.observe(tree, len(step.accepted))
             n_before = len(out)
             done = commit(new)
             committed = out[n_before:]
             st.tokens.extend(committed)
             drafter.update(st, tree, step.accepted, committed)
-            stats.accept_s += time.perf_counter() - t3
+            t4 = time.perf_counter()
+            stats.accept_s += t4 - t3
+            stats.note_step(verifier.bucket(len(tree) + 1) if hasattr(verifier, "bucket") else len(tree) + 1, t4 - t0)
             if on_step is not None:
                 on_step(committed, stats)
         if not stats.stop_reason:

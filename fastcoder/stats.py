@@ -15,11 +15,17 @@ class GenStats:
     forward_steps: int = 0  # decode forwards (prefill excluded)
     draft_tokens: int = 0  # draft nodes verified in total
     prefill_s: float = 0.0
-    retrieval_s: float = 0.0
-    tree_s: float = 0.0
-    forward_s: float = 0.0
-    accept_s: float = 0.0
+    # the decode phase's time split; with other_s they sum to decode_s exactly
+    retrieval_s: float = 0.0  # drafting (retrieval, CACHE, trie)
+    tree_s: float = 0.0  # budget trim of the tree
+    prep_s: float = 0.0  # step inputs: host buffer + one host->device copy
+    forward_s: float = 0.0  # device-side mask + forward + the one device->host copy
+    walk_s: float = 0.0  # greedy acceptance walk over the tree
+    compact_s: float = 0.0  # KV compaction (accepted rows moved into place)
+    accept_s: float = 0.0  # commit (stop rules) + drafter update (CACHE, live context)
     total_s: float = 0.0
+    # bucket (query rows) -> [steps, seconds of whole steps: draft .. commit]
+    step_by_bucket: dict[int, list] = field(default_factory=dict)
     # tokens accepted from drafts, by source (cache / context / D_r / D_c / D_d / reuse / prompt)
     accepted_by_source: Counter = field(default_factory=Counter)
     # retrieval success by position within the line: pos -> [attempts, hits]
@@ -39,6 +45,17 @@ class GenStats:
     @property
     def decode_s(self) -> float:
         return self.total_s - self.prefill_s
+
+    @property
+    def other_s(self) -> float:
+        """Decode time outside the measured parts (loop checks, final detokenising)."""
+        parts = self.retrieval_s + self.tree_s + self.prep_s + self.forward_s + self.walk_s + self.compact_s + self.accept_s
+        return self.decode_s - parts
+
+    def note_step(self, bucket: int, seconds: float) -> None:
+        slot = self.step_by_bucket.setdefault(int(bucket), [0, 0.0])
+        slot[0] += 1
+        slot[1] += seconds
 
     @property
     def mean_accept_len(self) -> float:
@@ -70,11 +87,13 @@ class GenStats:
         d = asdict(self)
         d["accepted_by_source"] = dict(self.accepted_by_source)
         d["retrieval_by_line_pos"] = {str(k): v for k, v in sorted(self.retrieval_by_line_pos.items())}
+        d["step_by_bucket"] = {str(k): v for k, v in sorted(self.step_by_bucket.items())}
         d.update(
             decode_s=self.decode_s,
             mean_accept_len=self.mean_accept_len,
             ms_per_token=self.ms_per_token,
             search_overlap=self.search_overlap,
+            other_s=self.other_s,
         )
         d.pop("margins", None)
         return d
@@ -86,6 +105,8 @@ class GenStats:
             f"accept len {self.mean_accept_len:.2f}, decode {self.ms_per_token:.1f} ms/token, "
             f"prefill {self.prefill_s * 1000:.0f} ms ({self.prefill_tokens} tok), "
             f"time split: retrieval {self.retrieval_s * 1000:.0f} ms, tree {self.tree_s * 1000:.0f} ms, "
-            f"forward {self.forward_s * 1000:.0f} ms, accept/KV {self.accept_s * 1000:.0f} ms; "
+            f"inputs {self.prep_s * 1000:.0f} ms, forward {self.forward_s * 1000:.0f} ms, walk {self.walk_s * 1000:.0f} ms, "
+            f"KV compaction {self.compact_s * 1000:.0f} ms, commit {self.accept_s * 1000:.0f} ms, "
+            f"other {self.other_s * 1000:.0f} ms; "
             f"accepted by source: {src}; stop: {self.stop_reason}"
         )

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -201,6 +202,9 @@ class Verifier:
         self._rows = torch.arange(bmax, device=self.device)
         self._neg = torch.finfo(self.dtype).min
         self.last_logits: torch.Tensor | None = None  # rows [root] + nodes of the last step
+        # the last step's time split (seconds): host buffers + copy in, forward (+ the
+        # sync of the one copy out), acceptance walk, KV compaction
+        self.last_split = (0.0, 0.0, 0.0, 0.0)
 
     @property
     def max_nodes(self) -> int:
@@ -342,6 +346,7 @@ class Verifier:
     @torch.inference_mode()
     def step(self, kv: KVState, root: int, tree: DraftTree) -> StepResult:
         """Verify ``tree`` below ``root`` (the last committed token, not yet in kv)."""
+        t0 = time.perf_counter()
         cache = kv.cache
         if cache is None:
             raise ValueError("prefill first")
@@ -363,8 +368,10 @@ class Verifier:
         h[3 * b] = past
         self._dev_in[: 3 * b].copy_(h[: 3 * b], non_blocking=True)
         self._dev_in[3 * b].copy_(h[3 * b], non_blocking=True)
+        t1 = time.perf_counter()
         logits, greedy_dev = self._run_step(cache, b, past)
         greedy = greedy_dev.tolist()  # the one device->host transfer
+        t2 = time.perf_counter()
         self.last_logits = logits[: n + 1]
         # walk the tree
         children = tree.children()
@@ -380,6 +387,7 @@ class Verifier:
         margins = None
         if self.record_margins:
             margins = [self._margin(logits[r]) for r in [0] + [i + 1 for i in accepted]]
+        t3 = time.perf_counter()
         # KV compaction: the root stays at row `past`; accepted node rows move up behind it
         src = [past + 1 + i for i in accepted]
         dst = list(range(past + 1, past + 1 + len(accepted)))
@@ -390,6 +398,7 @@ class Verifier:
             )
         kv.ids = kv.ids + [root] + [tree.tokens[i] for i in accepted]
         cache.length = len(kv.ids)
+        self.last_split = (t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3)
         return StepResult(accepted=accepted, bonus=int(bonus), margins=margins)
 
     @staticmethod

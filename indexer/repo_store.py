@@ -6,7 +6,7 @@
 * **tombstones**: ids of base documents that are stale (the file changed or is gone),
 * a small **delta** store of the files changed since the base was built,
 
-and searches them jointly (:mod:`indexer.union`): the answer equals a fresh build of
+and searches them jointly (:func:`fastcoder.search.search`): the answer equals a fresh build of
 the live files. A change re-tokenizes the file(s) and rebuilds only the delta (a few
 milliseconds); when the delta grows past a threshold, a background thread rebuilds
 the base from the live documents (no re-tokenizing) and swaps it in.
@@ -38,7 +38,7 @@ import numpy as np
 from fastcoder.datastore import Retrieval, TokenDatastore
 from indexer.scan import MAX_FILE_BYTES, SourceText, read_source, sha256_text
 from indexer.tokenizing import batched, encode
-from indexer.union import union_retrieve
+from fastcoder.search import search
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +198,7 @@ class RepoIndex:
         max_depth: int = 16,
     ) -> Retrieval:
         """Longest suffix match of ``context`` over the live files, and its heaviest
-        continuations with exact counts (see :mod:`indexer.union`). Lock-free.
+        continuations with exact counts (see :mod:`fastcoder.search`). Lock-free.
 
         Parameters:
             context: token ids (the last ``n_max`` are used).
@@ -210,7 +210,7 @@ class RepoIndex:
         parts = [(snap.base, snap.dead if snap.dead.size else None)]
         if snap.delta is not None:
             parts.append((snap.delta, None))
-        return union_retrieve(parts, context, n_max=n_max, n_min=n_min, max_nodes=max_nodes, max_depth=max_depth)
+        return search(parts, context, n_max=n_max, n_min=n_min, max_nodes=max_nodes, max_depth=max_depth)
 
     def keys(self) -> list[str]:
         """Keys (absolute paths) of the indexed files."""

@@ -18,16 +18,13 @@ again (their tokens are copied out of the old shard). A shard that fails its che
 
 **Search** (:class:`ShardedStore`): a ``RetrievalSource`` over the shards with exactly
 the answer of one store over all their documents (same match length, exact counts,
-same order), because it is :mod:`indexer.union`'s joint search: longest match over all
-shards, then the continuation trie expanded over every shard that reaches it. Shards
-are searched largest first, and a shard is only asked whether it reaches the longest
-match found so far (one range look-up when it does not), which keeps many shards cheap.
+same order): the engine's one search, :func:`fastcoder.search.search`, over the shards
+as parts.
 """
 
 from __future__ import annotations
 
 import hashlib
-import heapq
 import json
 import logging
 import os
@@ -43,7 +40,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from fastcoder.datastore import SEP, Retrieval, TokenDatastore
+from fastcoder.datastore import Retrieval, TokenDatastore
+from fastcoder.search import search
 from fastcoder.errors import DatastoreError, FastCoderError
 
 log = logging.getLogger(__name__)
@@ -258,136 +256,6 @@ def package_docs(store: TokenDatastore, key: str) -> PackageDocs | None:
 # --------------------------------------------------------------------------------------
 
 
-def _children(store: TokenDatastore, pos: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(tokens, run starts, run ends) of the column ``depth`` tokens after each
-    position; separators (and the array's end) are left out. ``pos`` is sorted by
-    continuation, so equal tokens are adjacent runs."""
-    tokens = store.tokens
-    n = tokens.size
-    if pos.size <= 16:  # a deep, rare path: plain Python beats a dozen numpy calls
-        sep = int(SEP)
-        toks_l: list[int] = []
-        starts_l: list[int] = []
-        ends_l: list[int] = []
-        prev = None
-        for i, p in enumerate(pos.tolist()):
-            j = p + depth
-            t = int(tokens[j]) if j < n else sep
-            if t != prev:
-                if prev is not None and prev != sep:
-                    ends_l.append(i)
-                if t != sep:
-                    toks_l.append(t)
-                    starts_l.append(i)
-                prev = t
-        if prev is not None and prev != sep:
-            ends_l.append(pos.size)
-        return (np.asarray(toks_l, dtype=np.int64), np.asarray(starts_l, dtype=np.int64),
-                np.asarray(ends_l, dtype=np.int64))
-    idx = pos + depth
-    if int(idx.max()) < n:
-        col = np.asarray(tokens[idx])
-    else:
-        col = np.full(pos.size, SEP, dtype=np.int32)
-        ok = idx < n
-        col[ok] = tokens[idx[ok]]
-    if col.size == 0:
-        e = np.zeros(0, dtype=np.int64)
-        return e, e, e
-    bounds = np.flatnonzero(col[1:] != col[:-1]) + 1
-    starts = np.concatenate(([0], bounds))
-    ends = np.concatenate((bounds, [col.size]))
-    toks = col[starts].astype(np.int64)
-    keep = toks != int(SEP)
-    return toks[keep], starts[keep], ends[keep]
-
-
-def topk_union_continuations(
-    parts: Sequence[tuple[TokenDatastore, np.ndarray]],
-    *,
-    max_nodes: int = 64,
-    max_depth: int = 16,
-    scale: int = 1,
-) -> list[tuple[tuple[int, ...], int]]:
-    """Exactly :func:`indexer.union.union_continuations` (same nodes, counts and
-    order), but a node pushes only its ``max_nodes - len(out)`` heaviest children: a
-    child ranked lower among its siblings (by count, then token, the heap's own order)
-    can never be popped within the budget, nor can its descendants. A common suffix has
-    thousands of distinct next tokens; pushing them all into the heap in Python was the
-    bulk of a slow query. ``scale`` multiplies the counts (sampled positions)."""
-    out: list[tuple[tuple[int, ...], int]] = []
-    parts = [(s, p) for s, p in parts if p.size]
-    if not parts or max_nodes <= 0 or max_depth <= 0:
-        return out
-    heap: list[tuple[int, int, tuple[int, ...], list[np.ndarray | None]]] = []
-    counter = 0
-    single = len(parts) == 1
-
-    def push_children(path: tuple[int, ...], positions: list[np.ndarray | None], budget: int) -> None:
-        nonlocal counter
-        if len(path) >= max_depth or budget <= 0:
-            return
-        runs = []
-        for k, (store, _) in enumerate(parts):
-            pos = positions[k]
-            if pos is None or pos.size == 0:
-                continue
-            toks, starts, ends = _children(store, pos, len(path))
-            if toks.size:
-                runs.append((k, toks, starts, ends))
-        if not runs:
-            return
-        if single:
-            _, toks, starts, ends = runs[0]
-            counts = ends - starts
-            uniq = toks  # runs of one sorted part are distinct tokens
-        else:
-            all_toks = np.concatenate([r[1] for r in runs])
-            all_counts = np.concatenate([r[3] - r[2] for r in runs])
-            uniq, inv = np.unique(all_toks, return_inverse=True)
-            counts = np.bincount(inv, weights=all_counts).astype(np.int64)
-        if uniq.size > budget:
-            # heaviest first, ties by ascending token (the order they would be pushed)
-            order = np.lexsort((uniq, -counts))[:budget]
-            chosen = np.sort(order) if single else order[np.argsort(uniq[order])]
-        else:
-            chosen = np.arange(uniq.size) if single else np.argsort(uniq)
-        if single:
-            k, toks, starts, ends = runs[0]
-            pos = positions[k]
-            for i in chosen.tolist():
-                counter += 1
-                slot: list[np.ndarray | None] = [pos[int(starts[i]) : int(ends[i])]]
-                heapq.heappush(heap, (-int(counts[i]), counter, path + (int(toks[i]),), slot))
-            return
-        want = {int(uniq[i]): int(counts[i]) for i in chosen.tolist()}
-        slots: dict[int, list[np.ndarray | None]] = {t: [None] * len(parts) for t in want}
-        for k, toks, starts, ends in runs:
-            pos = positions[k]
-            for t, a, b in zip(toks.tolist(), starts.tolist(), ends.tolist()):
-                slot = slots.get(t)
-                if slot is not None:
-                    slot[k] = pos[a:b]
-        for t in sorted(want):
-            counter += 1
-            heapq.heappush(heap, (-want[t], counter, path + (t,), slots[t]))
-
-    push_children((), [p for _, p in parts], max_nodes)
-    while heap and len(out) < max_nodes:
-        neg, _, path, positions = heapq.heappop(heap)
-        out.append((path, -neg * scale))
-        push_children(path, positions, max_nodes - len(out))
-    return out
-
-
-def _plain(store: TokenDatastore) -> TokenDatastore:
-    """The same store over plain ndarray views of its (memory-mapped) arrays."""
-    if not isinstance(store.tokens, np.memmap) and not isinstance(store.sa, np.memmap):
-        return store
-    return TokenDatastore(np.asarray(store.tokens).view(np.ndarray), np.asarray(store.sa).view(np.ndarray),
-                          np.asarray(store.doc_starts).view(np.ndarray), fingerprint=store.fingerprint, meta=store.meta)
-
-
 class ShardedStore:
     """Several token stores searched as one (see the module doc).
 
@@ -409,10 +277,6 @@ class ShardedStore:
 
     def __init__(self, shards: Sequence[TokenDatastore], parallel: int = 0, max_positions: int = 0) -> None:
         self.shards = sorted((s for s in shards if s is not None), key=lambda s: -int(s.tokens.size))
-        # the search reads plain ndarray views of the maps: np.memmap's Python-level
-        # __getitem__/__array_finalize__ ran on every one of the ~30k element reads of
-        # a slow query (a third of its time); the views share the mapping, no copy
-        self._search = [_plain(s) for s in self.shards]
         self.max_positions = int(max_positions)
         self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="fc-shards") if parallel > 0 and len(self.shards) > 1 else None
 
@@ -444,30 +308,6 @@ class ShardedStore:
         if self._pool is not None:
             self._pool.shutdown(wait=False)
 
-    @staticmethod
-    def _reaches(store: TokenDatastore, ctx: list[int], at_least: int, n_min: int) -> tuple[int, int, int]:
-        """(length, lo, hi): the longest suffix length >= ``at_least`` of ``ctx`` that
-        occurs in ``store`` and its suffix-array range; (0, 0, 0) when it does not reach
-        ``at_least``. Only ranges are computed: no positions are copied."""
-        lo_n = max(at_least, n_min)
-        hi_n = len(ctx)
-        if lo_n > hi_n or store.sa.size == 0:
-            return 0, 0, 0
-        lo, hi = store.find_range(ctx[-lo_n:])
-        if hi <= lo:
-            return 0, 0, 0
-        best = (lo_n, lo, hi)
-        lo_n += 1
-        while lo_n <= hi_n:
-            n = (lo_n + hi_n) // 2
-            lo, hi = store.find_range(ctx[-n:])
-            if hi > lo:
-                best = (n, lo, hi)
-                lo_n = n + 1
-            else:
-                hi_n = n - 1
-        return best
-
     def retrieve(
         self,
         context: Sequence[int],
@@ -479,33 +319,11 @@ class ShardedStore:
     ) -> Retrieval:
         """Longest-suffix match over all shards and its heaviest continuations, with
         exact counts (identical to one store built over every shard's documents) unless
-        ``max_positions`` caps them."""
-        ctx = [int(t) for t in list(context)[-n_max:]]
-        if not self.shards or len(ctx) < n_min:
-            return Retrieval()
-        found: list[tuple[TokenDatastore, int, int, int]] = []
-        if self._pool is not None:
-            futures = [self._pool.submit(self._reaches, s, ctx, n_min, n_min) for s in self._search]
-            for s, f in zip(self._search, futures):
-                m, lo, hi = f.result()
-                if m:
-                    found.append((s, m, lo, hi))
-        else:
-            best = n_min
-            for s in self._search:
-                m, lo, hi = self._reaches(s, ctx, best, n_min)
-                if m:
-                    found.append((s, m, lo, hi))
-                    best = max(best, m)
-        if not found:
-            return Retrieval()
-        best = max(m for _, m, _, _ in found)
-        ranges = [(s, lo, hi) for s, m, lo, hi in found if m == best]
-        total = int(sum(hi - lo for _, lo, hi in ranges))
-        stride = -(-total // self.max_positions) if self.max_positions and total > self.max_positions else 1
-        hits = [(s, np.asarray(s.sa[lo:hi:stride], dtype=np.int64) + best) for s, lo, hi in ranges]
-        nodes = topk_union_continuations(hits, max_nodes=max_nodes, max_depth=max_depth, scale=stride)
-        return Retrieval(match_len=best, nodes=nodes, total=total)
+        ``max_positions`` caps them: :func:`fastcoder.search.search` over the shards."""
+        return search(
+            [(s, None) for s in self.shards], context, n_max=n_max, n_min=n_min, max_nodes=max_nodes,
+            max_depth=max_depth, max_positions=self.max_positions, pool=self._pool,
+        )
 
 
 # --------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from fastcoder.datastore import TokenDatastore
 from indexer.repo_store import RepoIndex
-from indexer.union import union_retrieve
+from fastcoder.search import search
 
 # ---------------------------------------------------------------------------- union search
 
@@ -38,7 +38,7 @@ def test_union_equals_fresh_build(base_docs, delta_docs, dead_mask, context, max
     random.Random(0).shuffle(live)  # document order must not matter
     ref = TokenDatastore.build(live)
     kw = dict(n_max=6, n_min=n_min, max_nodes=max_nodes, max_depth=max_depth)
-    got = union_retrieve([(base, dead if dead.size else None), (delta, None)], context, **kw)
+    got = search([(base, dead if dead.size else None), (delta, None)], context, **kw)
     want = ref.retrieve(context, **kw)
     assert got == want
 

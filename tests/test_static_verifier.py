@@ -177,3 +177,38 @@ def test_generate_static_equals_eager_reference_every_drafter(tiny_model, tiny_t
             d = make_drafter(cfg, sources, reference=ar[2:], pool=engine.pool)
             g2 = generate(eager, tiny_tokenizer, d, prompt, cfg, session=s_eager)
             assert g1.tokens == g2.tokens == ar, method
+
+
+def test_budget_picks_the_bucket_with_the_best_expected_rate():
+    from fastcoder.budget import CostCurve
+
+    curve = CostCurve([0, 3, 7, 15], [1.0, 1.1, 1.3, 2.0])
+    assert curve.cost(0) == 1.0 and curve.cost(2) == curve.cost(3) == 1.1 and curve.cost(5) == 1.3
+    # four sure nodes then weak ones: bucket 4 (3 nodes) gives 4/1.1; bucket 8 (7) 4.4/1.3
+    probs = [0.95, 0.9, 0.9, 0.1, 0.1, 0.1, 0.1, 0.05, 0.05]
+    assert curve.best_size(probs) == 3
+    assert curve.best_size([1.0] * 7) == 7  # 8 / 1.3 beats 4 / 1.1
+    assert curve.best_size([0.05, 0.05]) == 0  # no tree pays: verify nothing (bucket 1)
+    # the drafting time counts: a tree that pays for its forward but not its drafting
+    assert curve.best_size([0.15, 0.1, 0.05]) == 3
+    assert curve.best_size([0.15, 0.1, 0.05], draft_s=0.2) == 0
+
+
+def test_cost_curve_measures_whole_steps_per_bucket(tiny_model):
+    from fastcoder.budget import measure
+
+    v = Verifier(tiny_model, buckets=(1, 4, 8))
+    curve = measure(v, context_len=32, rounds=1)
+    assert curve.ks == [0, 3, 7]
+    assert all(s > 0 for s in curve.seconds) and curve.seconds == sorted(curve.seconds)
+
+
+def test_time_split_sums_to_the_decode_time(tiny_model, tiny_tokenizer):
+    engine = Engine(tiny_model, tiny_tokenizer, name="tiny")
+    prompt = list(range(40, 80)) * 2
+    g = engine.generate(prompt, DecodeConfig(method="pld", max_new_tokens=16))
+    s = g.stats
+    parts = s.retrieval_s + s.tree_s + s.prep_s + s.forward_s + s.walk_s + s.compact_s + s.accept_s + s.other_s
+    assert abs(parts - s.decode_s) < 1e-9 and s.forward_s > 0 and s.other_s >= 0
+    assert sum(n for n, _ in s.step_by_bucket.values()) == s.forward_steps
+    assert set(s.step_by_bucket) <= set(BUCKETS)

@@ -55,6 +55,34 @@ def _task_ms(stats: dict) -> float | None:
     return 1000.0 * stats["decode_s"] / n if n else None
 
 
+SPLIT_KEYS = ("retrieval", "tree", "prep", "forward", "walk", "compact", "accept", "other")
+
+
+def _time_split(stats: Sequence[dict], steps: int) -> dict[str, float | None]:
+    """ms per decode step of each part; with ``other`` (the rest of the decode time)
+    the parts sum to the measured decode time per step."""
+    out = {}
+    for k in SPLIT_KEYS:
+        if k == "other":
+            total = sum(s.get("other_s", s["decode_s"] - sum(s.get(f"{j}_s", 0.0) for j in SPLIT_KEYS[:-1])) for s in stats)
+        else:
+            total = sum(s.get(f"{k}_s", 0.0) for s in stats)
+        out[k] = _div(1000.0 * total, steps)
+    out["step"] = _div(1000.0 * sum(s["decode_s"] for s in stats), steps)
+    return out
+
+
+def _by_bucket(stats: Sequence[dict]) -> dict[str, dict[str, float]]:
+    """bucket (query rows) -> steps and mean whole-step ms (draft .. commit)."""
+    acc: dict[int, list[float]] = {}
+    for s in stats:
+        for b, (n, sec) in s.get("step_by_bucket", {}).items():
+            slot = acc.setdefault(int(b), [0, 0.0])
+            slot[0] += n
+            slot[1] += sec
+    return {str(b): {"steps": int(n), "ms_per_step": 1000.0 * sec / n if n else 0.0} for b, (n, sec) in sorted(acc.items())}
+
+
 def _first_diff(a: Sequence[int], b: Sequence[int]) -> int | None:
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
@@ -183,9 +211,8 @@ def build_report(
             "e2e_ms": _div(1000.0 * e2e_s, len(stats)),
             "e2e_ms_per_token": _div(1000.0 * e2e_s, tokens),
             "e2e_speedup_vs_ar": None,
-            "time_split_ms_per_step": {
-                k: _div(1000.0 * sum(s[f"{k}_s"] for s in stats), steps) for k in ("retrieval", "tree", "forward", "accept")
-            },
+            "time_split_ms_per_step": _time_split(stats, steps),
+            "step_ms_by_bucket": _by_bucket(stats),
             "draft_tokens_per_step": _div(sum(s["draft_tokens"] for s in stats), steps),
             "accepted_by_source": dict(sorted(src.items())),
             "search_overlap": max(0.0, (serial - wall) / serial) if serial > 0 else 0.0,
@@ -321,15 +348,29 @@ def to_markdown(report: dict[str, Any], plots: Sequence[str] = ()) -> str:
         "",
         "## Where the time goes (ms per decode step)",
         "",
-        "| method | draft/retrieval | tree trim | forward | accept + commit + update | draft tokens / step | search overlap |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "The parts sum to the measured step (decode time / decode steps). hf-* rows: transformers' "
+        "generate() is not split, its whole decode counts as forward.",
+        "",
+        "| method | draft/retrieval | budget trim | inputs (H2D) | forward + D2H | accept walk | KV compaction | commit + update | other | = step | draft tokens / step | search overlap |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, m in methods.items():
         t = m["time_split_ms_per_step"]
         lines.append(
-            f"| {name} | {_f(t['retrieval'])} | {_f(t['tree'])} | {_f(t['forward'], '.1f')} | {_f(t['accept'])} | "
+            f"| {name} | {_f(t['retrieval'])} | {_f(t['tree'])} | {_f(t.get('prep'))} | {_f(t['forward'], '.1f')} | "
+            f"{_f(t.get('walk'))} | {_f(t.get('compact'))} | {_f(t['accept'])} | {_f(t.get('other'))} | {_f(t.get('step'), '.1f')} | "
             f"{_f(m['draft_tokens_per_step'], '.1f')} | {_f(m['search_overlap'], '.0%')} |"
         )
+    buckets = sorted({int(b) for m in methods.values() for b in m.get("step_ms_by_bucket", {})})
+    if buckets:
+        lines += ["", "## Whole-step time per bucket (query rows; ms per step, steps)", "",
+                  "| method | " + " | ".join(str(b) for b in buckets) + " |", "|---|" + "---:|" * len(buckets)]
+        for name, m in methods.items():
+            bb = m.get("step_ms_by_bucket", {})
+            if not bb:
+                continue
+            cells = [f"{bb[str(b)]['ms_per_step']:.1f} ({bb[str(b)]['steps']})" if str(b) in bb else "–" for b in buckets]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
     sources = sorted({s for m in methods.values() for s in m["accepted_by_source"]})
     if sources:
         lines += ["", "## Accepted draft tokens by source", "", "| method | " + " | ".join(sources) + " |",

@@ -219,10 +219,24 @@ class Harness:
         ids = self.prompt_ids(task)
         dr = self.dr_for(task)
         for v in self.variants:
+            if v.hf_kwargs is not None:
+                self.run_hf(v, ids, task, min(WARMUP_TOKENS, self.max_new_tokens))
+                continue
             cfg = v.config.replace(max_new_tokens=min(WARMUP_TOKENS, self.max_new_tokens))
             if fixed_budget is not None and cfg.max_draft_tokens is None:
                 cfg = cfg.replace(max_draft_tokens=fixed_budget)
             self.engine.generate(ids, cfg, session=Session(cfg), sources=self.sources(v, dr), stop_fn=task.stop_fn())
+
+    def run_hf(self, variant: Variant, ids: list[int], task: BenchTask, max_new_tokens: int) -> dict[str, Any]:
+        """An hf-* row: transformers' own generate() on the same prompt and stop rule."""
+        from fastcoder.decode import _eos_ids
+        from fastcoder_bench.suite.hf_peer import hf_generate
+
+        model, tok = self.engine.model, self.engine.tokenizer
+        return hf_generate(
+            model, tok, ids, max_new_tokens=max_new_tokens, stop_fn=task.stop_fn(), eos=_eos_ids(tok, model),
+            name=variant.name, kwargs=variant.hf_kwargs or {},
+        )
 
     def run_task(self, task: BenchTask, index: int, on_variant: Callable[[str], None] | None = None) -> dict[str, Any]:
         ids = self.prompt_ids(task)
@@ -236,6 +250,10 @@ class Harness:
         for v in order:
             if on_variant is not None:
                 on_variant(v.name)
+            if v.hf_kwargs is not None:
+                gc.collect()
+                results[v.name] = self.run_hf(v, ids, task, self.max_new_tokens)
+                continue
             session = self.session_for(v, task)
             gc.collect()
             gen = self.engine.generate(ids, v.config, session=session, sources=self.sources(v, dr), stop_fn=task.stop_fn())

@@ -73,6 +73,7 @@ def replay(
     session_mode: str = "per-project",
 ) -> SimResult:
     """Replay one drafter configuration over the recorded tasks (in record order)."""
+    from fastcoder.budget import StepBudget
     from fastcoder.drafters import DraftState, make_drafter
     from fastcoder.session import Session
     from fastcoder.stats import GenStats
@@ -98,20 +99,16 @@ def replay(
         drafter.start(st)
         st.tokens.append(out[0])
         done = 1
-        calibration = 0.5
+        budget = StepBudget(curve, config.max_draft_tokens is None and drafter.adaptive_budget)
         while done < len(out):
             t0 = time.perf_counter()
             k = config.max_draft_tokens if config.max_draft_tokens is not None else 64
-            tree = drafter.draft(st, k) if k > 0 else DraftTree()
-            if config.max_draft_tokens is None and drafter.adaptive_budget and len(tree) and curve is not None:
-                tree = tree.truncate(curve.best_size(tree.probs, calibration))
+            tree = drafter.draft(st, k) if k > 0 and budget.should_draft() else DraftTree()
+            tree = budget.trim(tree)
             tree = tree.limit_depth(len(out) - done - 1)
             res.draft_s += time.perf_counter() - t0
             accepted = _accept(tree, out[done:])
-            if len(tree):
-                predicted = sum(tree.probs)
-                if predicted > 0:
-                    calibration = 0.9 * calibration + 0.1 * min(2.0, len(accepted) / predicted)
+            budget.observe(tree, len(accepted))
             n_new = min(len(accepted) + 1, len(out) - done)
             committed = out[done : done + n_new]
             st.tokens.extend(committed)
@@ -124,9 +121,8 @@ def replay(
         if ar["stats"].get("stop_reason") == "eos":
             # the real loop needed one more forward to see the end-of-sequence token
             k = config.max_draft_tokens if config.max_draft_tokens is not None else 64
-            tree = drafter.draft(st, k) if k > 0 else DraftTree()
-            if config.max_draft_tokens is None and drafter.adaptive_budget and len(tree) and curve is not None:
-                tree = tree.truncate(curve.best_size(tree.probs, calibration))
+            tree = drafter.draft(st, k) if k > 0 and budget.should_draft() else DraftTree()
+            tree = budget.trim(tree)
             res.steps += 1
             res.draft_nodes += len(tree)
             if curve is not None:

@@ -17,6 +17,13 @@ BASE_METHODS = ("ar", "pld", "rest", "fastcoder", "fastcoder-paper")
 # fastcoder-paper: the paper's fixed settings (DecodeConfig.paper(): D_r + D_c + CACHE with
 # l = 50, α = β = 1 raw counts, skip tokens, 64 draft tokens, no live context)
 
+# the real peer: transformers' own generate() on the same tasks, stop rule and process
+HF_METHODS: dict[str, tuple[str, dict]] = {
+    "hf-ar": ("transformers generate()", {}),
+    "hf-static": ('transformers generate(cache_implementation="static")', {"cache_implementation": "static"}),
+    "hf-pld": ("transformers generate(prompt_lookup_num_tokens=10)", {"prompt_lookup_num_tokens": 10}),
+}
+
 ABLATIONS: dict[str, tuple[str, dict]] = {
     # name: (what it removes, DecodeConfig changes); "no-dr" drops D_r from the sources
     "fastcoder-no-dr": ("without D_r", {}),
@@ -33,19 +40,24 @@ class Variant:
     use_dr: bool = False
     use_dc: bool = False
     label: str = ""
+    hf_kwargs: dict | None = None  # set for the hf-* rows: extra generate() arguments
 
     def describe(self) -> dict:
         import dataclasses
 
         cfg = {k: v for k, v in dataclasses.asdict(self.config).items() if k != "extra"}
-        return {"name": self.name, "label": self.label, "use_dr": self.use_dr, "use_dc": self.use_dc, "config": cfg}
+        out = {"name": self.name, "label": self.label, "use_dr": self.use_dr, "use_dc": self.use_dc, "config": cfg}
+        if self.hf_kwargs is not None:
+            out["hf_kwargs"] = dict(self.hf_kwargs)
+        return out
 
 
 def parse_methods(text: str) -> list[str]:
     names = [m.strip().lower() for m in text.split(",") if m.strip()]
-    bad = [m for m in names if m not in BASE_METHODS]
+    known = BASE_METHODS + tuple(HF_METHODS)
+    bad = [m for m in names if m not in known]
     if bad:
-        raise FastCoderError(f"unknown method(s) {', '.join(bad)}; choose from {', '.join(BASE_METHODS)}")
+        raise FastCoderError(f"unknown method(s) {', '.join(bad)}; choose from {', '.join(known)}")
     if not names:
         raise FastCoderError("--methods is empty")
     seen: list[str] = []
@@ -63,6 +75,11 @@ def make_variants(methods: list[str], *, ablate: bool, max_new_tokens: int, seed
         if m == "fastcoder-paper":
             cfg = DecodeConfig.paper(max_new_tokens=max_new_tokens, seed=seed)
             out.append(Variant(m, cfg, use_dr=True, use_dc=True, label="FastCoder with the paper's settings"))
+            continue
+        if m in HF_METHODS:
+            label, kwargs = HF_METHODS[m]
+            cfg = DecodeConfig(method="ar", max_new_tokens=max_new_tokens, seed=seed)
+            out.append(Variant(m, cfg, label=label, hf_kwargs=kwargs))
             continue
         cfg = DecodeConfig(method=m, max_new_tokens=max_new_tokens, seed=seed)
         out.append(Variant(m, cfg, use_dr=(m == "fastcoder"), use_dc=m in ("rest", "fastcoder"), label=m))

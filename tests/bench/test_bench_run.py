@@ -66,6 +66,9 @@ def common_path(tiny_model_dir, tmp_path_factory) -> Path:
     return out
 
 
+ALL_METHODS = "ar,pld,rest,fastcoder,hf-ar,hf-static,hf-pld"
+
+
 def _argv(model_dir, task_file, common, out, *extra):
     return ["bench", "--model", str(model_dir), "--dtype", "float32", "--tasks", str(task_file),
             "--common", str(common), "--max-new-tokens", "40", "--max-prompt-tokens", "256",
@@ -75,7 +78,7 @@ def _argv(model_dir, task_file, common, out, *extra):
 @pytest.fixture(scope="module")
 def bench_run(tiny_model_dir, task_file, common_path, tmp_path_factory):
     out = tmp_path_factory.mktemp("bench-out")
-    rc = main(_argv(tiny_model_dir, task_file, common_path, out, "--ablate"))
+    rc = main(_argv(tiny_model_dir, task_file, common_path, out, "--ablate", "--methods", ALL_METHODS))
     assert rc == 0
     return out
 
@@ -89,7 +92,7 @@ def test_report_schema_and_identity(bench_run: Path):
     for k in ("cpu", "threads", "torch", "transformers"):
         assert k in report["machine"]
     expected = {"ar", "pld", "rest", "fastcoder", "fastcoder-no-dr", "fastcoder-no-cache",
-                "fastcoder-no-skip", "fastcoder-no-context"}
+                "fastcoder-no-skip", "fastcoder-no-context", "hf-ar", "hf-static", "hf-pld"}
     assert set(report["methods"]) == expected
     for name, m in report["methods"].items():
         assert set(METHOD_KEYS) <= set(m)
@@ -102,20 +105,26 @@ def test_report_schema_and_identity(bench_run: Path):
         assert m["tokens"] == report["methods"]["ar"]["tokens"]
         assert m["mean_accept_len"] >= 1.0
         assert set(m["per_task_speedup"]) >= {"median", "p10", "p90"}
-        assert set(m["time_split_ms_per_step"]) == {"retrieval", "tree", "forward", "accept"}
+        split = m["time_split_ms_per_step"]
+        assert set(split) == {"retrieval", "tree", "prep", "forward", "walk", "compact", "accept", "other", "step"}
+        # the parts add up to the measured step
+        assert abs(sum(v for k, v in split.items() if k != "step") - split["step"]) < 1e-6 * max(1.0, split["step"])
+        if not name.startswith("hf-"):
+            assert sum(b["steps"] for b in m["step_ms_by_bucket"].values()) == m["forward_steps"]
     assert report["methods"]["ar"]["speedup_vs_ar"] == 1.0
     assert report["methods"]["ar"]["mean_accept_len"] == 1.0
     # retrieval statistics exist for the retrieving methods
     assert report["methods"]["rest"]["retrieval_by_line_pos"]
     md = (bench_run / "report.md").read_text()
-    assert "| fastcoder |" in md and "speedup vs AR" in md
+    assert "| fastcoder |" in md and "speedup vs AR" in md and "| hf-static |" in md
     records = [json.loads(x) for x in (bench_run / "tasks.jsonl").read_text().splitlines()]
     assert [r["id"] for r in records] == ["t0", "t1"]
     for r in records:
         assert len(r["prompt_ids"]) == r["prompt_tokens"] <= 256
         assert r["dr_tokens"] > 0
-        for res in r["results"].values():
-            assert len(res["margins"]) == len(res["tokens"])
+        for name, res in r["results"].items():
+            if not name.startswith("hf-"):  # transformers' generate() rows record no margins
+                assert len(res["margins"]) == len(res["tokens"])
 
 
 def test_plots_are_written(bench_run: Path):
@@ -127,9 +136,10 @@ def test_plots_are_written(bench_run: Path):
 
 def test_rerun_resumes_and_mismatch_is_refused(bench_run: Path, tiny_model_dir, task_file, common_path, capsys):
     before = (bench_run / "tasks.jsonl").read_text()
-    assert main(_argv(tiny_model_dir, task_file, common_path, bench_run, "--ablate")) == 0
+    assert main(_argv(tiny_model_dir, task_file, common_path, bench_run, "--ablate", "--methods", ALL_METHODS)) == 0
     assert (bench_run / "tasks.jsonl").read_text() == before  # nothing re-run
-    assert main(_argv(tiny_model_dir, task_file, common_path, bench_run, "--ablate", "--max-new-tokens", "8")) == 1
+    assert main(_argv(tiny_model_dir, task_file, common_path, bench_run, "--ablate", "--methods", ALL_METHODS,
+                      "--max-new-tokens", "8")) == 1
     assert "holds a run with other arguments (max_new_tokens: 40 -> 8)" in capsys.readouterr().err
     assert (bench_run / "tasks.jsonl").read_text() == before
 

@@ -1,0 +1,261 @@
+"""The one exact retrieval search: longest suffix match + top-k continuations, over
+one token store or several searched as one.
+
+Every datastore the engine drafts from goes through :func:`search`: a single
+:class:`~fastcoder.datastore.TokenDatastore` (D_c, a test store), D_r's base + delta
+with tombstoned documents (``indexer.repo_store``) and a folder of shards (D_d, a
+sharded D_c: ``indexer.shards.ShardedStore``). A part is a store and its dead document
+ids (or None).
+
+1. **Match length**: the longest suffix of the context, ``n_max`` down to ``n_min``
+   tokens, that occurs in the live documents of any part. Occurrence is monotone in the
+   length, so each part binary-searches it; parts are searched largest first and a
+   later part is only asked whether it reaches the best length so far (one range
+   look-up when it does not). Ranges only: no positions are copied until the end.
+2. **Continuations**: the occurrences of that suffix in every part that reaches it are
+   sorted by continuation (suffix-array order), so a prefix's count is a run length.
+   The trie is expanded best-first (count, then ascending token) with exact counts
+   summed over the parts; a node pushes only its ``max_nodes - found`` heaviest
+   children (lower siblings can never be popped within the budget), which keeps a
+   common suffix with thousands of distinct next tokens cheap.
+
+The answer is identical to one store built over the live documents of all parts (same
+match length, total, paths, counts and order); the tests check it against brute force.
+``max_positions`` (off by default) counts on an evenly strided sample of a huge range
+and scales the counts: then the counts are estimates (``total`` stays exact).
+"""
+
+from __future__ import annotations
+
+import heapq
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from fastcoder.datastore import SEP, Retrieval
+
+if TYPE_CHECKING:
+    from fastcoder.datastore import TokenDatastore
+
+Part = tuple["TokenDatastore", "np.ndarray | None"]
+"""A store and its dead document ids (sorted int64, or None)."""
+
+_SEP = int(SEP)
+
+
+def _live(store: "TokenDatastore", lo: int, hi: int, dead: np.ndarray | None) -> np.ndarray:
+    """Start positions of suffix-array range [lo, hi) outside the dead documents (sorted
+    by continuation, as the range)."""
+    pos = np.asarray(store._sa[lo:hi], dtype=np.int64)
+    if dead is not None and dead.size and pos.size:
+        pos = pos[~np.isin(store.doc_of(pos), dead)]
+    return pos
+
+
+def _occurs(store: "TokenDatastore", ctx: list[int], n: int, dead: np.ndarray | None) -> tuple[int, int] | None:
+    """The range of the last ``n`` tokens of ``ctx`` when they occur in a live document."""
+    lo, hi = store.find_range(ctx[-n:])
+    if hi <= lo:
+        return None
+    if dead is not None and dead.size and _live(store, lo, hi, dead).size == 0:
+        return None
+    return lo, hi
+
+
+def reach(store: "TokenDatastore", ctx: list[int], at_least: int, n_min: int, dead: np.ndarray | None = None) -> tuple[int, int, int]:
+    """(length, lo, hi): the longest suffix length >= max(``at_least``, ``n_min``) of
+    ``ctx`` that occurs in a live document of ``store``, and its suffix-array range;
+    (0, 0, 0) when none does."""
+    lo_n = max(at_least, n_min)
+    hi_n = len(ctx)
+    if lo_n > hi_n or store.sa.size == 0:
+        return 0, 0, 0
+    r = _occurs(store, ctx, lo_n, dead)
+    if r is None:
+        return 0, 0, 0
+    best = (lo_n, r[0], r[1])
+    lo_n += 1
+    while lo_n <= hi_n:
+        n = (lo_n + hi_n) // 2
+        r = _occurs(store, ctx, n, dead)
+        if r is not None:
+            best = (n, r[0], r[1])
+            lo_n = n + 1
+        else:
+            hi_n = n - 1
+    return best
+
+
+def _children(tokens: np.ndarray, pos: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(tokens, run starts, run ends) of the column ``depth`` tokens after each
+    position; separators (and the array's end) are left out. ``pos`` is sorted by
+    continuation, so equal tokens are adjacent runs."""
+    n = tokens.size
+    if pos.size <= 16:  # a deep, rare path: plain Python beats a dozen numpy calls
+        toks_l: list[int] = []
+        starts_l: list[int] = []
+        ends_l: list[int] = []
+        prev = None
+        for i, p in enumerate(pos.tolist()):
+            j = p + depth
+            t = int(tokens[j]) if j < n else _SEP
+            if t != prev:
+                if prev is not None and prev != _SEP:
+                    ends_l.append(i)
+                if t != _SEP:
+                    toks_l.append(t)
+                    starts_l.append(i)
+                prev = t
+        if prev is not None and prev != _SEP:
+            ends_l.append(pos.size)
+        return (np.asarray(toks_l, dtype=np.int64), np.asarray(starts_l, dtype=np.int64),
+                np.asarray(ends_l, dtype=np.int64))
+    idx = pos + depth
+    if int(idx.max()) < n:
+        col = np.asarray(tokens[idx])
+    else:
+        col = np.full(pos.size, SEP, dtype=np.int32)
+        ok = idx < n
+        col[ok] = tokens[idx[ok]]
+    bounds = np.flatnonzero(col[1:] != col[:-1]) + 1
+    starts = np.concatenate(([0], bounds))
+    ends = np.concatenate((bounds, [col.size]))
+    toks = col[starts].astype(np.int64)
+    keep = toks != _SEP
+    return toks[keep], starts[keep], ends[keep]
+
+
+def continuations(
+    parts: Sequence[tuple["TokenDatastore", np.ndarray]],
+    *,
+    max_nodes: int = 64,
+    max_depth: int = 16,
+    scale: int = 1,
+) -> list[tuple[tuple[int, ...], int]]:
+    """The ``max_nodes`` heaviest continuation prefixes over several stores at once,
+    exact counts (multiplied by ``scale`` for sampled positions), heaviest first, ties
+    by ascending token.
+
+    Parameters:
+        parts: (store, start positions) pairs; each position array sorted in that
+            store's suffix-array order (a suffix-array range, filtered or strided).
+        max_nodes: how many nodes to return.
+        max_depth: longest path.
+    """
+    out: list[tuple[tuple[int, ...], int]] = []
+    parts = [(s._tok, p) for s, p in parts if p.size]
+    if not parts or max_nodes <= 0 or max_depth <= 0:
+        return out
+    heap: list[tuple[int, int, tuple[int, ...], list[np.ndarray | None]]] = []
+    counter = 0
+    single = len(parts) == 1
+
+    def push_children(path: tuple[int, ...], positions: list[np.ndarray | None], budget: int) -> None:
+        nonlocal counter
+        if len(path) >= max_depth or budget <= 0:
+            return
+        runs = []
+        for k, (tokens, _) in enumerate(parts):
+            pos = positions[k]
+            if pos is None or pos.size == 0:
+                continue
+            toks, starts, ends = _children(tokens, pos, len(path))
+            if toks.size:
+                runs.append((k, toks, starts, ends))
+        if not runs:
+            return
+        if single:
+            _, toks, starts, ends = runs[0]
+            counts = ends - starts
+            uniq = toks  # runs of one sorted part are distinct tokens
+        else:
+            all_toks = np.concatenate([r[1] for r in runs])
+            all_counts = np.concatenate([r[3] - r[2] for r in runs])
+            uniq, inv = np.unique(all_toks, return_inverse=True)
+            counts = np.bincount(inv, weights=all_counts).astype(np.int64)
+        if uniq.size > budget:
+            # heaviest first, ties by ascending token (the order they would be pushed)
+            order = np.lexsort((uniq, -counts))[:budget]
+            chosen = np.sort(order) if single else order[np.argsort(uniq[order])]
+        else:
+            chosen = np.arange(uniq.size) if single else np.argsort(uniq)
+        if single:
+            k, toks, starts, ends = runs[0]
+            pos = positions[k]
+            for i in chosen.tolist():
+                counter += 1
+                slot: list[np.ndarray | None] = [pos[int(starts[i]) : int(ends[i])]]
+                heapq.heappush(heap, (-int(counts[i]), counter, path + (int(toks[i]),), slot))
+            return
+        want = {int(uniq[i]): int(counts[i]) for i in chosen.tolist()}
+        slots: dict[int, list[np.ndarray | None]] = {t: [None] * len(parts) for t in want}
+        for k, toks, starts, ends in runs:
+            pos = positions[k]
+            for t, a, b in zip(toks.tolist(), starts.tolist(), ends.tolist()):
+                slot = slots.get(t)
+                if slot is not None:
+                    slot[k] = pos[a:b]
+        for t in sorted(want):
+            counter += 1
+            heapq.heappush(heap, (-want[t], counter, path + (t,), slots[t]))
+
+    push_children((), [p for _, p in parts], max_nodes)
+    while heap and len(out) < max_nodes:
+        neg, _, path, positions = heapq.heappop(heap)
+        out.append((path, -neg * scale))
+        push_children(path, positions, max_nodes - len(out))
+    return out
+
+
+def search(
+    parts: Sequence[Part],
+    context: Sequence[int],
+    *,
+    n_max: int = 16,
+    n_min: int = 2,
+    max_nodes: int = 64,
+    max_depth: int = 16,
+    max_positions: int = 0,
+    pool: Executor | None = None,
+) -> Retrieval:
+    """Longest-suffix match of ``context`` over the live documents of all ``parts`` and
+    its heaviest continuations, as one :class:`~fastcoder.datastore.Retrieval`.
+
+    Parameters:
+        parts: (store, dead document ids or None) pairs; None stores are skipped.
+        context: token ids; only the last ``n_max`` are used.
+        n_max, n_min: longest and shortest suffix tried.
+        max_nodes, max_depth: size of the continuation trie returned.
+        max_positions: count on an evenly strided sample of at most this many
+            occurrences (scaled counts); 0 = exact.
+        pool: look up every part's match length in parallel (no pruning) instead.
+    """
+    ctx = [int(t) for t in list(context)[-n_max:]]
+    live = [(s, d) for s, d in parts if s is not None and s.sa.size]
+    if not live or len(ctx) < n_min:
+        return Retrieval()
+    found: list[tuple[TokenDatastore, np.ndarray | None, int, int, int]] = []
+    if pool is not None and len(live) > 1:
+        futures = [pool.submit(reach, s, ctx, n_min, n_min, d) for s, d in live]
+        for (s, d), f in zip(live, futures):
+            m, lo, hi = f.result()
+            if m:
+                found.append((s, d, m, lo, hi))
+    else:
+        best = n_min
+        for s, d in sorted(live, key=lambda p: -int(p[0].sa.size)):
+            m, lo, hi = reach(s, ctx, best, n_min, d)
+            if m:
+                found.append((s, d, m, lo, hi))
+                best = max(best, m)
+    if not found:
+        return Retrieval()
+    best = max(f[2] for f in found)
+    hits = [(s, _live(s, lo, hi, d)) for s, d, m, lo, hi in found if m == best]
+    total = int(sum(p.size for _, p in hits))
+    stride = -(-total // max_positions) if max_positions and total > max_positions else 1
+    if stride > 1:
+        hits = [(s, p[::stride]) for s, p in hits]
+    nodes = continuations([(s, p + best) for s, p in hits], max_nodes=max_nodes, max_depth=max_depth, scale=stride)
+    return Retrieval(match_len=best, nodes=nodes, total=total)
