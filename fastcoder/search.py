@@ -174,12 +174,19 @@ def continuations(
             all_counts = np.concatenate([r[3] - r[2] for r in runs])
             uniq, inv = np.unique(all_toks, return_inverse=True)
             counts = np.bincount(inv, weights=all_counts).astype(np.int64)
-        if uniq.size > budget:
+        idx = np.arange(uniq.size)
+        if len(heap) >= budget:
+            # the heap holds `budget` nodes (pruned below): a child no heavier than the
+            # lightest of them ranks after all of them (it is pushed later) and can never
+            # be taken within the budget; nor can its descendants
+            idx = idx[counts > -max(heap)[0]]
+        if idx.size > budget:
             # heaviest first, ties by ascending token (the order they would be pushed)
-            order = np.lexsort((uniq, -counts))[:budget]
-            chosen = np.sort(order) if single else order[np.argsort(uniq[order])]
-        else:
-            chosen = np.arange(uniq.size) if single else np.argsort(uniq)
+            idx = idx[np.lexsort((uniq[idx], -counts[idx]))[:budget]]
+            idx = np.sort(idx) if single else idx[np.argsort(uniq[idx])]
+        elif not single:
+            idx = idx[np.argsort(uniq[idx])]
+        chosen = idx
         if single:
             k, toks, starts, ends = runs[0]
             pos = positions[k]
@@ -204,7 +211,10 @@ def continuations(
     while heap and len(out) < max_nodes:
         neg, _, path, positions = heapq.heappop(heap)
         out.append((path, -neg * scale))
-        push_children(path, positions, max_nodes - len(out))
+        left = max_nodes - len(out)
+        push_children(path, positions, left)
+        if len(heap) > left:  # only the `left` best can still be taken (ranks only worsen)
+            heap = heapq.nsmallest(left, heap)  # sorted, hence a heap
     return out
 
 
