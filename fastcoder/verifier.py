@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -94,7 +95,8 @@ class _SlotLayer(CacheLayerMixin):
         return self.keys[:, :, :n], self.values[:, :, :n]
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
-        return self.owner.capacity, 0
+        n = self.owner.view_len
+        return (self.owner.capacity if n is None else n), 0
 
     def get_seq_length(self) -> int:
         return self.owner.length
@@ -205,6 +207,8 @@ class Verifier:
         # the last step's time split (seconds): host buffers + copy in, forward (+ the
         # sync of the one copy out), acceptance walk, KV compaction
         self.last_split = (0.0, 0.0, 0.0, 0.0)
+        # the step buffers are shared by all sessions: one forward at a time
+        self._lock = threading.RLock()
 
     @property
     def max_nodes(self) -> int:
@@ -230,7 +234,6 @@ class Verifier:
         kv.cache = new
 
     # ---------------------------------------------------------------- prefill
-    @torch.inference_mode()
     def prefill(self, kv: KVState, ids: Sequence[int], reserve: int | None = None) -> tuple[int, int, float | None]:
         """Make ``kv`` hold ``ids`` and compute the greedy next token.
 
@@ -239,6 +242,10 @@ class Verifier:
         caller may generate after ``ids`` (the cache is sized for them plus the largest
         bucket). Returns (next token, tokens actually prefilled, margin).
         """
+        with self._lock, torch.inference_mode():
+            return self._prefill(kv, ids, reserve)
+
+    def _prefill(self, kv: KVState, ids: Sequence[int], reserve: int | None) -> tuple[int, int, float | None]:
         ids = [int(t) for t in ids]
         if not ids:
             raise ValueError("empty prompt")
@@ -254,14 +261,14 @@ class Verifier:
         end = common + n
         cache.slots = torch.arange(common, end, device=self.device)
         cache.view_len = end
-        col = torch.arange(end, device=self.device)
-        mask = torch.where(col.unsqueeze(0) <= cache.slots.unsqueeze(1), 0.0, self._neg).to(self.dtype)
-        # logits_to_keep=1: the lm_head runs on the last position only (a 151k-vocab
-        # head over a 2k-token prompt would cost a third of the prefill and 1 GB)
+        cache.length = common
+        # no mask of our own: transformers builds the causal one from the cache's length
+        # (or, with no past, lets SDPA run its causal kernel without a mask), as it did
+        # over a DynamicCache. logits_to_keep=1: the lm_head runs on the last position
+        # only (a 151k-vocab head over a 2k-token prompt would cost a third of the prefill)
         out = self.model(
             input_ids=torch.tensor([ids[common:]], dtype=torch.long, device=self.device),
             position_ids=cache.slots.unsqueeze(0),
-            attention_mask=mask.view(1, 1, n, end),
             past_key_values=cache,
             use_cache=True,
             logits_to_keep=1,
@@ -295,14 +302,19 @@ class Verifier:
         whole capacity (fixed shapes, for graphs and compile) instead of the live rows."""
         ids, pos, slots, anc, past, width = self._prepare(cache, b, full)
         width = width if width is not None else past_len + b
+        cache.slots = slots
+        cache.view_len = None if full else width
+        if b == 1 and not full:  # AR, eager: the root sees everything, no mask needed
+            cache.length = past_len
+            out = self.model(input_ids=ids.view(1, 1), position_ids=pos.view(1, 1), past_key_values=cache, use_cache=True)
+            logits = out.logits[0]
+            return logits, torch.argmax(logits, dim=-1)
         col = torch.arange(width, device=self.device)
         rel = col.unsqueeze(0) - past  # column relative to the first tree row
         in_tree = (rel >= 0) & (rel < b)
         tree_ok = torch.gather(anc, 1, rel.clamp(0, b - 1).expand(b, width)) & in_tree
         allowed = (rel < 0) | tree_ok
         mask = torch.where(allowed, 0.0, self._neg).to(self.dtype)
-        cache.slots = slots
-        cache.view_len = None if full else width
         out = self.model(
             input_ids=ids.view(1, b),
             position_ids=pos.view(1, b),
@@ -343,9 +355,12 @@ class Verifier:
         entry[0].replay()
         return entry[1]
 
-    @torch.inference_mode()
     def step(self, kv: KVState, root: int, tree: DraftTree) -> StepResult:
         """Verify ``tree`` below ``root`` (the last committed token, not yet in kv)."""
+        with self._lock, torch.inference_mode():
+            return self._step(kv, root, tree)
+
+    def _step(self, kv: KVState, root: int, tree: DraftTree) -> StepResult:
         t0 = time.perf_counter()
         cache = kv.cache
         if cache is None:

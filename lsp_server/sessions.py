@@ -10,10 +10,16 @@ keystroke prefills only the tokens that changed. It also remembers:
   proposed ("typed-through");
 * where its prompt's prefix started last time (sticky prompt start, for KV reuse).
 
-KV caches are memory (about 12 KB per token for Qwen2.5-Coder-0.5B in bf16, 46 KB for
-SmolLM2-135M in fp32: 94 MB for a 2048-token prompt), so only the most recently used
-documents keep theirs: at most ``max_kv_documents`` of them and at most
-``max_kv_bytes`` together (the document in use always keeps its own).
+KV caches are memory, so only the most recently used documents keep theirs: at most
+``max_kv_documents`` of them and at most ``max_kv_bytes`` together (the document in use
+always keeps its own); an evicted document's static cache is freed and its next request
+prefills in full. A static cache (:class:`fastcoder.verifier.StaticKV`) is preallocated
+for prompt + new tokens + the largest tree bucket (128), in multiples of 512 rows: with
+the default settings (2,048-token prompts, 128 new tokens; a warm-up prefill reserves
+512) at most 3,072 rows. Qwen2.5-Coder-0.5B in bf16 takes 12,288 bytes per row (24
+layers x K,V x 2 KV heads x 64 x 2 bytes; SmolLM2-135M in fp32 46,080), so 37.7 MB per
+document: the 256 MiB default holds 6 documents' caches
+(``fastcoder.verifier.kv_bytes_per_token`` gives the figure for any model).
 """
 
 from __future__ import annotations

@@ -133,3 +133,74 @@ class EagerVerifier:
     def _margin(logits: torch.Tensor) -> float | None:
         top = torch.topk(logits.float(), 2).values
         return float(top[0] - top[1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """AR on the static verifier against AR on this old eager verifier, interleaved task
+    by task in one process, on the prompts a ``fastcoder bench`` run recorded (each
+    generates exactly as many tokens as that run's AR did, without stop rules)::
+
+        python tests/eager_reference.py --run bench-out/DIR [--model M] [--dtype D] [--limit N]
+    """
+    import argparse
+    import json
+    import os
+    from pathlib import Path
+
+    from fastcoder.config import DecodeConfig
+    from fastcoder.decode import generate
+    from fastcoder.drafters import make_drafter
+    from fastcoder.engine import Engine
+    from fastcoder.models import load_model
+    from fastcoder.session import Session
+
+    ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    ap.add_argument("--run", type=Path, required=True, help="a fastcoder bench output directory (tasks.jsonl)")
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    records = [json.loads(x) for x in (args.run / "tasks.jsonl").read_text().splitlines() if x.strip()][: args.limit]
+    loaded = load_model(args.model, dtype=args.dtype, progress=False)
+    engine = Engine.from_loaded(loaded)
+    eager = EagerVerifier(loaded.model)
+    load0 = os.getloadavg()
+    sums = {"static": [0.0, 0], "eager": [0.0, 0]}
+    rows, same = [], 0
+    for i, rec in enumerate(records + records[:1]):  # the first task once more as warm-up
+        warm = i == 0
+        prompt, n = rec["prompt_ids"], max(2, len(rec["results"]["ar"]["tokens"]))
+        cfg = DecodeConfig(method="ar", max_new_tokens=n)
+        out = {}
+        for which in (("static", "eager") if i % 2 else ("eager", "static")):
+            if which == "static":
+                g = engine.generate(prompt, cfg, session=Session(cfg))
+            else:
+                s = Session(cfg)
+                s.kv = EagerKV()
+                g = generate(eager, engine.tokenizer, make_drafter(cfg, None), prompt, cfg, session=s)
+            out[which] = g
+        if warm:
+            continue
+        for k, g in out.items():
+            sums[k][0] += g.stats.decode_s
+            sums[k][1] += g.stats.new_tokens - 1
+        same += out["static"].tokens == out["eager"].tokens
+        rows.append({"id": rec["id"], "tokens": n, **{f"{k}_ms_per_token": round(g.stats.ms_per_token, 2) for k, g in out.items()}})
+        print(rows[-1], flush=True)
+    ms = {k: 1000.0 * s / max(t, 1) for k, (s, t) in sums.items()}
+    summary = {"tasks": len(rows), "static_ms_per_token": ms["static"], "eager_ms_per_token": ms["eager"],
+               "static_speedup_vs_eager": ms["eager"] / ms["static"], "identical_tokens": same,
+               "loadavg_start": list(load0), "loadavg_end": list(os.getloadavg())}
+    print(json.dumps(summary, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+    raise SystemExit(main())
