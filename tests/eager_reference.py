@@ -155,12 +155,19 @@ def main(argv: list[str] | None = None) -> int:
     from fastcoder.session import Session
 
     ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
-    ap.add_argument("--run", type=Path, required=True, help="a fastcoder bench output directory (tasks.jsonl)")
+    ap.add_argument("--run", type=Path, default=None, help="a fastcoder bench output directory (tasks.jsonl)")
+    ap.add_argument("--steps", type=Path, default=None, metavar="FILE",
+                    help="instead: whole-step time per bucket, static vs eager, on a prompt cut from FILE")
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--new", type=int, default=32, help="--steps: also generate this many AR tokens with each path")
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
+    if args.steps is not None:
+        return step_costs(args)
     records = [json.loads(x) for x in (args.run / "tasks.jsonl").read_text().splitlines() if x.strip()][: args.limit]
     loaded = load_model(args.model, dtype=args.dtype, progress=False)
     engine = Engine.from_loaded(loaded)
@@ -196,6 +203,92 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(summary, indent=1))
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+    return 0
+
+
+def step_costs(args) -> int:
+    """Whole ``step`` time per bucket (chain trees of bucket - 1 nodes, rolled back after
+    each step) on a ``--context``-token cache, static and eager verifiers interleaved
+    round by round (minimum over rounds), then ``--new`` AR tokens from each path and
+    from transformers' generate() (plain and static cache), interleaved."""
+    import json
+    import os
+    import time
+
+    from fastcoder.config import DecodeConfig
+    from fastcoder.decode import generate
+    from fastcoder.drafters import make_drafter
+    from fastcoder.engine import Engine
+    from fastcoder.models import load_model
+    from fastcoder.session import Session
+    from fastcoder.trie import DraftTree
+
+    load0 = os.getloadavg()
+    loaded = load_model(args.model, dtype=args.dtype, progress=False)
+    tok = loaded.tokenizer
+    ids = tok(args.steps.read_text(), add_special_tokens=False)["input_ids"][: args.context + 200]
+    prompt, extra = ids[: args.context], ids[args.context :]
+    engine = Engine.from_loaded(loaded)
+    from fastcoder.verifier import KVState
+
+    paths = {"static": (engine.verifier, KVState()), "eager": (EagerVerifier(loaded.model), EagerKV())}
+    for v, kv in paths.values():
+        v.prefill(kv, prompt, reserve=256)
+    buckets = [b for b in engine.verifier.buckets if b <= 64]
+    best = {name: {b: float("inf") for b in buckets} for name in paths}
+    for rnd in range(args.rounds + 1):
+        for name in (("static", "eager") if rnd % 2 else ("eager", "static")):
+            v, kv = paths[name]
+            for b in buckets:
+                tree = DraftTree.chain(extra[1:b], "probe")
+                base = len(kv.ids)
+                t0 = time.perf_counter()
+                v.step(kv, extra[0], tree)
+                dt = time.perf_counter() - t0
+                if rnd:
+                    best[name][b] = min(best[name][b], dt)
+                if isinstance(kv, EagerKV):
+                    drop = len(kv.ids) - base
+                    if drop:
+                        kv.cache.crop(-drop)
+                        kv.ids = kv.ids[:base]
+                else:
+                    kv.truncate(base)
+        print(f"round {rnd}: " + json.dumps({n: {b: round(1000 * s, 1) for b, s in d.items()} for n, d in best.items()}), flush=True)
+    gen = {}
+    cfg = DecodeConfig(method="ar", max_new_tokens=args.new)
+    from fastcoder.decode import _eos_ids
+    from fastcoder_bench.suite.hf_peer import hf_generate
+
+    for rnd in range(2):
+        for name in ("static", "eager", "hf-ar", "hf-static"):
+            if name == "static":
+                g = engine.generate(prompt, cfg, session=Session(cfg))
+                st, toks = g.stats, g.tokens
+            elif name == "eager":
+                s = Session(cfg)
+                s.kv = EagerKV()
+                g = generate(paths["eager"][0], tok, make_drafter(cfg, None), prompt, cfg, session=s)
+                st, toks = g.stats, g.tokens
+            else:
+                r = hf_generate(loaded.model, tok, prompt, max_new_tokens=args.new, stop_fn=None,
+                                eos=_eos_ids(tok, loaded.model), name=name,
+                                kwargs={"cache_implementation": "static"} if name == "hf-static" else {})
+                st, toks = r["stats"], r["tokens"]
+                st = type("S", (), {"ms_per_token": st["ms_per_token"], "prefill_s": st["prefill_s"]})
+            if rnd:
+                gen[name] = {"ms_per_token": round(st.ms_per_token, 1), "prefill_ms": round(1000 * st.prefill_s),
+                             "tokens": len(toks), "same_as_static": toks == gen.get("static", {}).get("_t", toks)}
+                gen[name]["_t"] = toks
+        print(f"generation round {rnd} done", flush=True)
+    for g in gen.values():
+        g.pop("_t", None)
+    out = {"model": args.model, "dtype": args.dtype, "context": args.context,
+           "step_ms_min": {n: {str(b): round(1000 * s, 1) for b, s in d.items()} for n, d in best.items()},
+           "ar_generation": gen, "loadavg_start": list(load0), "loadavg_end": list(os.getloadavg())}
+    print(json.dumps(out, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
     return 0
 
 
