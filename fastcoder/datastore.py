@@ -27,15 +27,14 @@ import os
 import struct
 import tempfile
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from fastcoder.errors import DatastoreError
+from fastcoder.search import SEP, Retrieval, search  # noqa: F401  (SEP, Retrieval: re-exported)
 
-SEP = np.int32(2**31 - 1)
 MAGIC = b"FCDS"
 FORMAT_VERSION = 1
 _ALIGN = 64
@@ -43,25 +42,6 @@ FIRST_TABLE_MAX = 64_000_000
 """Stores up to this many tokens get a first-token range table (built on first search,
 about 12 bytes per distinct token) that starts each binary search in the right range."""
 
-Path_ = tuple[int, ...]
-
-
-@dataclass
-class Retrieval:
-    """What one source drafts for one context.
-
-    ``match_len``: length of the longest context suffix found (0 = nothing).
-    ``nodes``: (token path from the match, exact count) for the heaviest prefixes,
-    every path's own prefixes included, heaviest first.
-    ``total``: number of occurrences of the matched suffix (the root count).
-    """
-
-    match_len: int = 0
-    nodes: list[tuple[Path_, int]] = field(default_factory=list)
-    total: int = 0
-
-    def __bool__(self) -> bool:
-        return bool(self.nodes)
 
 
 def _crc(arrays: Iterable[np.ndarray]) -> int:
@@ -221,8 +201,6 @@ class TokenDatastore:
     ) -> Retrieval:
         """Longest-suffix match of ``context`` and its heaviest continuations (exact
         counts), through the one search of :mod:`fastcoder.search`."""
-        from fastcoder.search import search
-
         return search([(self, dead_docs)], context, n_max=n_max, n_min=n_min, max_nodes=max_nodes, max_depth=max_depth)
 
     # ------------------------------------------------------------------ integrity

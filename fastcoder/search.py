@@ -29,22 +29,44 @@ from __future__ import annotations
 
 import heapq
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 import numpy as np
 
-from fastcoder.datastore import SEP, Retrieval
+TokenDatastore = Any  # fastcoder.datastore.TokenDatastore (it imports this module)
 
-if TYPE_CHECKING:
-    from fastcoder.datastore import TokenDatastore
+SEP = np.int32(2**31 - 1)
+"""The document separator of a token store: an id no tokenizer produces."""
 
-Part = tuple["TokenDatastore", "np.ndarray | None"]
+Path_ = tuple[int, ...]
+
+
+@dataclass
+class Retrieval:
+    """What one source drafts for one context.
+
+    ``match_len``: length of the longest context suffix found (0 = nothing).
+    ``nodes``: (token path from the match, exact count) for the heaviest prefixes,
+    every path's own prefixes included, heaviest first.
+    ``total``: number of occurrences of the matched suffix (the root count).
+    """
+
+    match_len: int = 0
+    nodes: list[tuple[Path_, int]] = field(default_factory=list)
+    total: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes)
+
+
+Part = tuple[TokenDatastore, "np.ndarray | None"]
 """A store and its dead document ids (sorted int64, or None)."""
 
 _SEP = int(SEP)
 
 
-def _live(store: "TokenDatastore", lo: int, hi: int, dead: np.ndarray | None) -> np.ndarray:
+def _live(store: TokenDatastore, lo: int, hi: int, dead: np.ndarray | None) -> np.ndarray:
     """Start positions of suffix-array range [lo, hi) outside the dead documents (sorted
     by continuation, as the range)."""
     pos = np.asarray(store._sa[lo:hi], dtype=np.int64)
@@ -53,7 +75,7 @@ def _live(store: "TokenDatastore", lo: int, hi: int, dead: np.ndarray | None) ->
     return pos
 
 
-def _occurs(store: "TokenDatastore", ctx: list[int], n: int, dead: np.ndarray | None) -> tuple[int, int] | None:
+def _occurs(store: TokenDatastore, ctx: list[int], n: int, dead: np.ndarray | None) -> tuple[int, int] | None:
     """The range of the last ``n`` tokens of ``ctx`` when they occur in a live document."""
     lo, hi = store.find_range(ctx[-n:])
     if hi <= lo:
@@ -63,7 +85,7 @@ def _occurs(store: "TokenDatastore", ctx: list[int], n: int, dead: np.ndarray | 
     return lo, hi
 
 
-def reach(store: "TokenDatastore", ctx: list[int], at_least: int, n_min: int, dead: np.ndarray | None = None) -> tuple[int, int, int]:
+def reach(store: TokenDatastore, ctx: list[int], at_least: int, n_min: int, dead: np.ndarray | None = None) -> tuple[int, int, int]:
     """(length, lo, hi): the longest suffix length >= max(``at_least``, ``n_min``) of
     ``ctx`` that occurs in a live document of ``store``, and its suffix-array range;
     (0, 0, 0) when none does."""
@@ -127,7 +149,7 @@ def _children(tokens: np.ndarray, pos: np.ndarray, depth: int) -> tuple[np.ndarr
 
 
 def continuations(
-    parts: Sequence[tuple["TokenDatastore", np.ndarray]],
+    parts: Sequence[tuple[TokenDatastore, np.ndarray]],
     *,
     max_nodes: int = 64,
     max_depth: int = 16,
