@@ -125,4 +125,4 @@ def test_scenario(scenario_run: dict, name: str) -> None:
 
 
 def test_no_page_errors(scenario_run: dict) -> None:
-    assert scenario_run["pageErrors"] == [], scenario_run["pageErrors"]
+    assert scenario_run["pageErrors"] == [], "\n\n".join(scenario_run.get("pageErrorStacks") or scenario_run["pageErrors"])

@@ -108,7 +108,8 @@ const browser = await chromium.launch({
 });
 const page = await browser.newPage({ viewport: { width: 1000, height: 560 } });
 const pageErrors = [];
-page.on('pageerror', (e) => pageErrors.push(e.message));
+const pageErrorStacks = [];
+page.on('pageerror', (e) => { pageErrors.push(e.message); pageErrorStacks.push(String(e.stack ?? e.message).slice(0, 2000)); });
 page.on('console', (m) => {
     if (m.type() === 'error') say('console error:', m.text().slice(0, 300));
 });
@@ -121,6 +122,14 @@ if (phase[0] !== 'ready') throw new Error(`page failed: ${phase[1]}`);
 say('page ready');
 await page.waitForFunction(() => window.harness.clientState() === 2, null, { timeout: 120000 }); // State.Running
 say('language client running');
+// VS Code's TextMate tokenizer runs in a worker; its first answer for a model awaits a lazy
+// import on the main thread (TextMateWorkerTokenizerController.setTokensAndStates), and
+// worker answers that arrive while it is pending are applied against a state store the
+// typing has moved on from: VS Code throws "Cannot set null/undefined state" (seen on cold CI
+// starts, never from our code). A user sees highlighting before typing; wait for it too.
+await page.waitForFunction(() => window.harness.editor().getModel().tokenization.backgroundTokenizationState === 2,
+    null, { timeout: 120000 }); // BackgroundTokenizationState.Completed
+say('syntax highlighting complete');
 
 const evaluate = (fn, arg) => page.evaluate(fn, arg);
 const value = () => evaluate(() => window.harness.value());
@@ -475,7 +484,8 @@ try {
     // errors through the editor's notification path: those are expected, keep the others
     const answered = traffic().filter(({ dir, msg }) => dir === 's2c' && msg.error).map(({ msg }) => msg.error.message);
     const unexpected = pageErrors.filter((e) => !answered.some((m) => e.includes(m)));
-    const final = { results, pageErrors: unexpected, lspErrorPageErrors: pageErrors.length - unexpected.length, buffer: await value().catch(() => null), stats: await stats().catch(() => null) };
+    const stacks = pageErrorStacks.filter((_, i) => !answered.some((m) => pageErrors[i].includes(m)));
+    const final = { results, pageErrors: unexpected, pageErrorStacks: stacks, lspErrorPageErrors: pageErrors.length - unexpected.length, buffer: await value().catch(() => null), stats: await stats().catch(() => null) };
     writeFileSync(join(out, 'results.json'), JSON.stringify(final, null, 2));
     await browser.close();
     bridge.kill('SIGTERM');
