@@ -77,17 +77,22 @@ class CostCurve:
 
 
 class StepBudget:
-    """The per-generation budget state shared by the decode loop and the offline
-    simulator: the calibration of the trie's acceptance estimates and the back-off that
-    drafts nothing for a while (1, 2, 4, then 8 steps) after a tree that did not pay.
+    """The budget state shared by the decode loop and the offline simulator: the
+    calibration of the trie's acceptance estimates (an exponential average, rate 0.2, of
+    accepted / predicted; carried across a session's generations through
+    ``Session.calibration``, since one generation is too short to learn it) and the
+    back-off that drafts nothing for a while (1, 2, 4, then 8 steps) after a tree that did
+    not pay.
 
     ``curve`` None (or ``adaptive`` False) keeps trees as drafted."""
 
     MAX_BACKOFF = 8
+    INITIAL_CALIBRATION = 0.5
 
-    def __init__(self, curve: CostCurve | None, adaptive: bool = True) -> None:
+    def __init__(self, curve: CostCurve | None, adaptive: bool = True, calibration: float | None = None) -> None:
         self.curve = curve if adaptive else None
-        self.calibration = 0.5
+        # a session's previous generations taught it how optimistic the trie is (None: a fresh session)
+        self.calibration = self.INITIAL_CALIBRATION if calibration is None else calibration
         self._backoff = 0
         self._idle = 0
 
@@ -115,7 +120,7 @@ class StepBudget:
         if len(tree):
             predicted = sum(tree.probs)
             if predicted > 0:
-                self.calibration = 0.9 * self.calibration + 0.1 * min(2.0, accepted / predicted)
+                self.calibration = 0.8 * self.calibration + 0.2 * min(2.0, accepted / predicted)
 
 
 def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5) -> CostCurve:

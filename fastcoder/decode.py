@@ -128,7 +128,7 @@ def generate(
         st.tokens.extend(out)
         if out:  # the prefill's token is output too: drafters must see it
             drafter.update(st, DraftTree(), [], list(out))
-        budget = StepBudget(cost_curve, config.max_draft_tokens is None and drafter.adaptive_budget)
+        budget = StepBudget(cost_curve, config.max_draft_tokens is None and drafter.adaptive_budget, session.calibration)
         split = getattr(verifier, "last_split", None) is not None
         while not done:
             if cancel is not None and cancel.is_set():
@@ -188,6 +188,7 @@ def generate(
                 on_step(committed, stats)
         if not stats.stop_reason:
             stats.stop_reason = "max_new_tokens"
+        session.calibration = budget.calibration
     drafter.close()
     text = tokenizer.decode(out, skip_special_tokens=True)
     if cut_text is not None:

@@ -53,6 +53,9 @@ class Session:
         self.rng = random.Random(cfg.seed)
         self.weights = SourceWeights(cfg.weight_decay)  # learned trie weight per draft source
         self.kv = KVState()
+        # the draft budget's learned calibration of the trie's acceptance estimates
+        # (budget.StepBudget), carried from one generation to the next; None: not learned yet
+        self.calibration: float | None = None
         self.lock = threading.Lock()  # one generation at a time per session
 
     def reset(self) -> None:
@@ -60,3 +63,4 @@ class Session:
         self.missing.clear()
         self.weights.clear()
         self.kv.reset()
+        self.calibration = None

@@ -99,7 +99,7 @@ def replay(
         drafter.start(st)
         st.tokens.append(out[0])
         done = 1
-        budget = StepBudget(curve, config.max_draft_tokens is None and drafter.adaptive_budget)
+        budget = StepBudget(curve, config.max_draft_tokens is None and drafter.adaptive_budget, session.calibration)
         while done < len(out):
             t0 = time.perf_counter()
             k = config.max_draft_tokens if config.max_draft_tokens is not None else 64
@@ -129,6 +129,7 @@ def replay(
                 res.est_time_s += curve.cost(len(tree))
                 res.ar_time_s += curve.cost(0)
         drafter.close()
+        session.calibration = budget.calibration
         res.tokens += len(out) - 1
         if curve is not None:
             res.ar_time_s += (len(out) - 1) * curve.cost(0)
