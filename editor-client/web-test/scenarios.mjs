@@ -483,9 +483,13 @@ try {
     // errors the server answered with (e.g. "the model proposed no body") surface as page
     // errors through the editor's notification path: those are expected, keep the others
     const answered = traffic().filter(({ dir, msg }) => dir === 's2c' && msg.error).map(({ msg }) => msg.error.message);
-    const unexpected = pageErrors.filter((e) => !answered.some((m) => e.includes(m)));
-    const stacks = pageErrorStacks.filter((_, i) => !answered.some((m) => pageErrors[i].includes(m)));
-    const final = { results, pageErrors: unexpected, pageErrorStacks: stacks, lspErrorPageErrors: pageErrors.length - unexpected.length, buffer: await value().catch(() => null), stats: await stats().catch(() => null) };
+    // A known VS Code bug, not ours: the TextMate worker controller applies a worker answer
+    // against a state store that edits have moved on from (see the wait for highlighting
+    // above, which makes it rare but not impossible). Counted and reported, never hidden.
+    const upstream = (i) => pageErrors[i] === 'Cannot set null/undefined state' && pageErrorStacks[i].includes('setTokensAndStates');
+    const ours = pageErrors.map((_, i) => i).filter((i) => !upstream(i) && !answered.some((m) => pageErrors[i].includes(m)));
+    const final = { results, pageErrors: ours.map((i) => pageErrors[i]), pageErrorStacks: ours.map((i) => pageErrorStacks[i]),
+        upstreamTokenizerErrors: pageErrors.filter((_, i) => upstream(i)).length, lspErrorPageErrors: pageErrors.filter((e) => answered.some((m) => e.includes(m))).length, buffer: await value().catch(() => null), stats: await stats().catch(() => null) };
     writeFileSync(join(out, 'results.json'), JSON.stringify(final, null, 2));
     await browser.close();
     bridge.kill('SIGTERM');
