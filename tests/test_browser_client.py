@@ -126,8 +126,8 @@ def test_scenario(scenario_run: dict, name: str) -> None:
 
 
 def test_no_page_errors(scenario_run: dict) -> None:
-    # VS Code's own TextMate-worker race ("Cannot set null/undefined state" from
-    # setTokensAndStates, no frame of ours) is counted apart by scenarios.mjs; say so, don't fail
+    # VS Code's own TextMate-worker race (errors thrown under its worker handler
+    # setTokensAndStates, e.g. "Cannot set null/undefined state") is counted apart by scenarios.mjs; say so, don't fail
     upstream = scenario_run.get("upstreamTokenizerErrors", 0)
     if upstream:
         warnings.warn(f"{upstream} page error(s) from VS Code's TextMate worker race (upstream, not ours)", stacklevel=1)
