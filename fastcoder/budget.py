@@ -71,10 +71,6 @@ class CostCurve:
                 break
         return best_k
 
-    def best_fixed(self, expected_accept) -> int:
-        """Best k for an acceptance model ``expected_accept(k)`` (for reports)."""
-        return max(range(0, self.ks[-1] + 1), key=lambda k: (1 + expected_accept(k)) / self.cost(k))
-
 
 class StepBudget:
     """The budget state shared by the decode loop and the offline simulator: the

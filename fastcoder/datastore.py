@@ -77,7 +77,6 @@ class TokenDatastore:
         self._first_table: tuple[np.ndarray, np.ndarray] | None = None
         self.fingerprint = fingerprint
         self.meta = dict(meta or {})
-        self._tokens_list_cache: list[int] | None = None
 
     # ------------------------------------------------------------------ building
     @classmethod

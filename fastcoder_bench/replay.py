@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
-import importlib.util
 import json
 import math
 import os
@@ -66,12 +65,6 @@ class Task:
     after: str  # document text after the body
     name: str = ""  # e.g. "click/src/click/utils.py::echo"
     others: tuple[Path, ...] = ()  # other files open in the editor (same folder)
-
-
-def default_file() -> tuple[Path, str]:
-    spec = importlib.util.find_spec("pygls.workspace.text_document")
-    assert spec is not None and spec.origin
-    return Path(spec.origin), "_apply_incremental_change"
 
 
 def make_task(path: Path, function: str) -> Task:
