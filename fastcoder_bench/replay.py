@@ -22,9 +22,51 @@ request (debounce wait, prefill, decode, post-processing + protocol), typed-thro
 answers and suggestions that match what was typed next. A method whose model-run p50
 is slower than AR's in the same run is flagged in red.
 
+Prompt layouts (``--layouts default,psm``) run side by side the same way: for every
+file, every (method, layout) pair gets a fresh server and the same keystrokes. Layout
+``default`` sends no ``promptLayout`` option (the server's own layout); any other name
+is sent as the ``promptLayout`` initialization option. Results are keyed ``METHOD`` for
+the first layout listed and ``METHOD@LAYOUT`` for the others; "same text as AR" and
+"slower than AR" compare a key with the AR of its own layout, and a line per method
+compares the layouts (model-run p50 ratio first/other, median prefilled tokens).
+
+Accepting (``--accept``): when a shown suggestion is what the user is about to type (not
+whitespace only, and the rest of the body starts with it), the user presses Tab: one
+``didChange`` applies the item as an editor does (its ``insertText`` over its ``range``,
+or at the cursor when it has none), the cursor goes to the end of the inserted text,
+and the editor asks for the next inline completion at once (no debounce): an
+*after-accept* request. Typing goes on from there. The auto-closed brackets right of
+the cursor stay what they were (an accept inserts text literally, it auto-closes
+nothing and steps over nothing, unless the item's range covers them). So that the
+buffer the replay tracks (always equal to the server's: it applies the very edits it
+sends) stays ``before + body[:typed] + closers + after``, :func:`plan_accept` accepts
+only an item whose range covers at most the typed start of its text and a prefix of
+the pending closers, and only when the document the user ends with is the one typing
+gives: a suggestion that ends with the ``)`` already auto-closed right of the cursor
+(without covering it) would leave a stray ``)``, so the user does not press Tab there
+(counted as ``refused: closers``; the server's post-processing normally trims that
+``)``, so most suggestions stop before it and are accepted). After an accept the rest
+of the keystrokes is the same script regenerated from the new body offset with the
+closers still pending (:func:`rest_keys`; each key keeps its pause from the original
+script, so the methods meet the same pauses where they type the same keys). Since the
+methods accept different suggestions, their requests part ways: requests are matched
+across methods by where they were sent (body offset and closers), not by index. An
+after-accept request counts as *ready* when the server's ``outcomes["ready"]`` counter
+(``fastcoder.stats``; missing = 0) rose during it: answered, without a model run, from a
+suggestion prepared in the background; a ready or typed-through answer never counts as
+a model run. ``--accept-delay-ms`` waits (real time) before the Tab, for the user to
+read the suggestion (default 0: the hardest case for background work, as keystrokes
+also go out without real-time pauses).
+
+Also reported per key: every request's round trip (``all_requests``: n, p50, p95, max),
+the tokens prefilled per model-run request (median, p95), with --accept the
+after-accept requests (n, p50, p95, ready share) and the accepts (suggestions,
+characters, share of the body written by Tab, matching suggestions refused).
+
     fastcoder bench replay --out DIR                                 # 4 files, ar and fastcoder
     fastcoder bench replay --files 6 --methods ar,pld,fastcoder --max-keys 150 --out DIR
     fastcoder bench replay --file F --function NAME --methods ar,fastcoder --out DIR
+    fastcoder bench replay --methods ar,fastcoder --layouts default,psm --accept --out DIR
 
 Not a test: it prints numbers. Absolute times on a shared CPU are noisy; the load
 average is printed with them.
@@ -43,6 +85,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +93,7 @@ from typing import Any
 from fastcoder_bench.output import recording
 
 DEBOUNCE_S = 0.150
+DEFAULT_LAYOUT = "default"  # the prompt layout the server picks itself (no promptLayout option sent)
 CLOSERS = {"(": ")", "[": "]", "{": "}"}
 
 
@@ -149,13 +193,17 @@ class Key:
     insert: str  # text inserted into the buffer ("" when stepping over an auto-closed char)
     cursor_after: int  # cursor advance (chars) in the buffer
     gap: float  # seconds until the next keystroke
+    at: int = 0  # body offset where the key starts
+    right: str = ""  # auto-inserted closers right of the cursor after the key, nearest first
 
 
-def keystrokes(body: str, rng: random.Random, autoclose: bool = True) -> list[Key]:
-    """The body as editor events: characters, Enter + auto-indent, auto-closed brackets."""
+def _script(body: str, start: int = 0, right: str = "", autoclose: bool = True) -> list[Key]:
+    """``body[start:]`` as editor events (gaps 0), with the auto-closers ``right``
+    already right of the cursor: characters, Enter + auto-indent, auto-closed brackets
+    (typing a closer that is the nearest pending one steps over it)."""
     keys: list[Key] = []
-    pending: list[str] = []  # auto-inserted closers right of the cursor, nearest first
-    i = 0
+    pending = list(right)  # auto-inserted closers right of the cursor, nearest first
+    i = start
     while i < len(body):
         c = body[i]
         if c == "\n":
@@ -163,27 +211,108 @@ def keystrokes(body: str, rng: random.Random, autoclose: bool = True) -> list[Ke
             while j < len(body) and body[j] in " \t":
                 j += 1
             chunk = body[i:j]  # Enter: the editor puts the indentation there too
-            keys.append(Key(chunk, chunk, len(chunk), 0.0))
+            keys.append(Key(chunk, chunk, len(chunk), 0.0, i, "".join(pending)))
             i = j
             continue
-        if autoclose and pending and c == pending[0]:
+        if pending and c == pending[0]:
             pending.pop(0)
-            keys.append(Key(c, "", 1, 0.0))
+            keys.append(Key(c, "", 1, 0.0, i, "".join(pending)))
         elif autoclose and c in CLOSERS:
-            keys.append(Key(c, c + CLOSERS[c], 1, 0.0))
             pending.insert(0, CLOSERS[c])
+            keys.append(Key(c, c + CLOSERS[c], 1, 0.0, i, "".join(pending)))
         else:
-            keys.append(Key(c, c, 1, 0.0))
+            keys.append(Key(c, c, 1, 0.0, i, "".join(pending)))
         i += 1
-    for k in keys:
-        gap = rng.lognormvariate(math.log(0.130), 0.45)
-        last = k.typed[-1] if k.typed.strip() else k.typed[:1]
-        if k.typed.startswith("\n"):
-            gap += rng.uniform(0.3, 1.2)  # a new line: think a moment
-        elif last in " .,:()[]=":
-            gap += rng.uniform(0.05, 0.35)  # word boundary
-        k.gap = gap
     return keys
+
+
+def _gap(rng: random.Random, typed: str) -> float:
+    gap = rng.lognormvariate(math.log(0.130), 0.45)
+    last = typed[-1] if typed.strip() else typed[:1]
+    if typed.startswith("\n"):
+        gap += rng.uniform(0.3, 1.2)  # a new line: think a moment
+    elif last in " .,:()[]=":
+        gap += rng.uniform(0.05, 0.35)  # word boundary
+    return gap
+
+
+def keystrokes(body: str, rng: random.Random, autoclose: bool = True) -> list[Key]:
+    """The body as editor events: characters, Enter + auto-indent, auto-closed brackets."""
+    keys = _script(body, 0, "", autoclose)
+    for k in keys:
+        k.gap = _gap(rng, k.typed)
+    return keys
+
+
+def closers_after(body: str, start: int, stop: int, right: str, autoclose: bool = True) -> str:
+    """The auto-closers right of the cursor after the script types ``body[start:stop]``
+    with ``right`` pending."""
+    keys = _script(body[:stop], start, right, autoclose)
+    return keys[-1].right if keys else right
+
+
+def rest_keys(body: str, start: int, right: str, script: list[Key], seed: int, autoclose: bool = True,
+              stop: int | None = None) -> list[Key]:
+    """The keys left after an accept moved the cursor to ``body[start]`` with ``right``
+    pending: the same script from there (up to ``stop``), each key with the gap it has
+    in the original ``script`` (same offset, same text), else a gap drawn from a
+    generator seeded by (seed, offset), so every method meets the same pauses."""
+    stop = len(body) if stop is None else stop
+    gaps = {k.at: (k.typed, k.gap) for k in script}
+    keys = [k for k in _script(body, start, right, autoclose) if k.at < stop]
+    for k in keys:
+        typed, gap = gaps.get(k.at, (None, 0.0))
+        k.gap = gap if typed == k.typed else _gap(random.Random(f"{seed}/{k.at}"), k.typed)
+    return keys
+
+
+@dataclass
+class Accept:
+    """A suggestion the user accepts with Tab: the edit the editor applies."""
+
+    start: int  # buffer range the item replaces (its range; the cursor when it has none)
+    end: int
+    insert: str  # the item's insertText
+    shown: str  # what it adds at the cursor (the ghost text)
+    at: int  # body offset after the accept (the cursor is at len(before) + at)
+    right: str  # auto-closers right of the cursor after the accept
+
+
+def plan_accept(body: str, typed: str | int, right: str, buffer: str, cursor: int, insert_text: str,
+                span: tuple[int, int] | None = None, autoclose: bool = True) -> tuple[Accept | None, str]:
+    """Would the user press Tab on this suggestion, and what does the editor do then?
+
+    ``typed``: body characters typed so far; ``right``: the auto-closers right of the
+    cursor (the buffer is ``before + body[:typed] + right + after``); ``span``: the
+    item's range as buffer offsets (None: at the cursor). Returns ``(accept, "")`` or
+    ``(None, why)``: ``"empty"`` (whitespace only), ``"no-match"`` (not what the user
+    types next: no Tab), ``"range"`` (the item's range replaces document text other than
+    the typed prefix and the auto-closers) or ``"closers"`` (accepting would leave the
+    document with an extra or missing closer compared with typing it: the suggestion
+    repeats the auto-closed ``)`` right of the cursor without replacing it).
+    """
+    typed = int(typed)
+    start, end = span if span is not None else (cursor, cursor)
+    if not start <= cursor <= end:
+        return None, "range"
+    left = buffer[start:cursor]
+    if not insert_text.startswith(left):
+        return None, "range"
+    shown = insert_text[len(left):]
+    if not shown.strip():
+        return None, "empty"
+    if not body.startswith(shown, typed):
+        return None, "no-match"
+    covered = buffer[cursor:end]
+    if not right.startswith(covered):
+        return None, "range"
+    at = typed + len(shown)
+    new_right = right[len(covered):]
+    # the document the user ends with must be the one that typing gives
+    by_typing = closers_after(body, typed, at, right, autoclose)
+    if closers_after(body, at, len(body), new_right, autoclose) != closers_after(body, at, len(body), by_typing, autoclose):
+        return None, "closers"
+    return Accept(start, end, insert_text, shown, at, new_right), ""
 
 
 # ------------------------------------------------------------------------------ measuring
@@ -207,6 +336,12 @@ class Sample:
     engine_ms: float = 0.0  # the whole generation in the engine (prefill + decode)
     accepted_by_source: dict | None = None
     error: str = ""
+    at: int = 0  # body characters typed (or accepted) when the request was sent
+    closers: str = ""  # auto-closed brackets right of the cursor then (nearest first)
+    after_accept: bool = False  # sent right after the user accepted the previous suggestion (Tab)
+    ready: bool = False  # answered from a suggestion the server prepared in the background
+    accepted: bool = False  # the user pressed Tab on this suggestion
+    accepted_chars: int = 0  # characters the accept added at the cursor
 
     @property
     def decode_ms(self) -> float:
@@ -255,6 +390,38 @@ def utf16_pos(text: str, offset: int) -> tuple[int, int]:
     return line, len(text[start:offset].encode("utf-16-le")) // 2
 
 
+def utf16_offset(text: str, line: int, character: int) -> int:
+    """The string offset of an LSP position (UTF-16 column; clamped to the line)."""
+    start = 0
+    for _ in range(line):
+        nl = text.find("\n", start)
+        if nl < 0:
+            return len(text)
+        start = nl + 1
+    end = text.find("\n", start)
+    end = len(text) if end < 0 else end
+    units = 0
+    for i in range(start, end):
+        if units >= character:
+            return i
+        units += 2 if ord(text[i]) > 0xFFFF else 1
+    return end
+
+
+def _insert_text(item: Any) -> str:
+    text = item.insert_text
+    return text if isinstance(text, str) else getattr(text, "value", "") or ""
+
+
+def _item_span(buffer: str, item: Any) -> tuple[int, int] | None:
+    """An inline completion item's range as buffer offsets (None: it has none)."""
+    rng = getattr(item, "range", None)
+    if rng is None:
+        return None
+    return (utf16_offset(buffer, rng.start.line, rng.start.character),
+            utf16_offset(buffer, rng.end.line, rng.end.character))
+
+
 async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[str, Any]:
     from lsprotocol import types
     from pygls.lsp.client import LanguageClient
@@ -288,6 +455,9 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
     }  # fmt: skip
     if args.engine:
         options["engine"] = json.loads(args.engine)
+    layout = getattr(args, "layout", DEFAULT_LAYOUT)
+    if layout != DEFAULT_LAYOUT:  # "default": the server's own layout, the option is not sent
+        options["promptLayout"] = layout
     await client.initialize_async(
         types.InitializeParams(
             capabilities=types.ClientCapabilities(),
@@ -327,17 +497,40 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
     )
     await asyncio.sleep(args.first_pause)  # the user looks at the file before typing (real time)
     rng = random.Random(args.seed)
-    keys = keystrokes(task.body, rng, autoclose=not args.no_autoclose)
+    autoclose = not args.no_autoclose
+    script = keystrokes(task.body, rng, autoclose=autoclose)
     if args.max_keys:
-        keys = keys[: args.max_keys]
+        script = script[: args.max_keys]
+    stop = script[-1].at + len(script[-1].typed) if script else 0  # body offset where the user stops
+    gap_after = {k.at + len(k.typed): k.gap for k in script}  # pause after reaching a body offset
+    keys = deque(script)
     samples: list[Sample] = []
-    typed = 0  # body characters typed so far
+    typed = 0  # body characters typed (or accepted) so far
+    right = ""  # auto-closers right of the cursor: the buffer is before + body[:typed] + right + after
+    typed_keys = typed_chars = 0  # keys pressed and the body characters they typed (accepts apart)
+    refused: dict[str, int] = {}
     sim_clock = 0.0
     before = await stats()
-    # a request at the very start (the user paused after the docstring), then while typing
-    pending_request = True
-    for idx in range(len(keys) + 1):
-        if pending_request:
+
+    def change(start: int, end: int, text: str) -> None:
+        nonlocal version, buffer
+        version += 1
+        a, b = utf16_pos(buffer, start), utf16_pos(buffer, end)
+        client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[types.TextDocumentContentChangePartial(
+                    range=types.Range(start=types.Position(line=a[0], character=a[1]),
+                                      end=types.Position(line=b[0], character=b[1])), text=text)],
+            )
+        )  # fmt: skip
+        buffer = buffer[:start] + text + buffer[end:]
+
+    # a request at the very start (the user paused after the docstring), then while typing;
+    # with --accept also right after every Tab
+    request, after_accept, gap_left = True, False, args.first_pause - DEBOUNCE_S
+    while True:
+        if request:
             line, col = utf16_pos(buffer, cursor)
             params = types.InlineCompletionParams(
                 text_document=types.TextDocumentIdentifier(uri=uri),
@@ -346,56 +539,82 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
             )
             t0 = time.perf_counter()
             err = ""
+            item = None
             try:
                 result = await client.text_document_inline_completion_async(params)
                 items = result.items if isinstance(result, types.InlineCompletionList) else (result or [])
-                text = items[0].insert_text if items else ""
+                item = items[0] if items else None
+                text = _insert_text(item) if item is not None else ""
             except Exception as exc:
                 text, err = "", str(exc)
             seconds = time.perf_counter() - t0
             after = await stats()
-            tt = after["outcomes"].get("typed_through", 0) > before["outcomes"].get("typed_through", 0)
-            early = after["outcomes"].get("early", 0) > before["outcomes"].get("early", 0)
+            outcomes, was = after["outcomes"], before["outcomes"]
+            tt = outcomes.get("typed_through", 0) > was.get("typed_through", 0)
+            early = outcomes.get("early", 0) > was.get("early", 0)
+            ready = outcomes.get("ready", 0) > was.get("ready", 0)
             gens = after["total"]["generations"] - before["total"]["generations"]
             last = after.get("last") or {}
-            gap = keys[idx - 1].gap if idx > 0 else args.first_pause
             samples.append(
                 Sample(
                     index=len(samples), seconds=seconds, text=text, expected=task.body[typed:],
-                    gap_left=gap - DEBOUNCE_S, typed_through=tt, model_ran=gens > 0 or early, early=early,
-                    new_tokens=last.get("newTokens", 0) if gens else 0,
+                    gap_left=gap_left, typed_through=tt, model_ran=(gens > 0 or early) and not (ready or tt),
+                    early=early, new_tokens=last.get("newTokens", 0) if gens else 0,
                     prefill_tokens=last.get("prefillTokens", 0) if gens else 0,
                     prompt_tokens=last.get("promptTokens", 0) if gens else 0,
                     forward_steps=last.get("forwardSteps", 0) if gens else 0,
                     prefill_ms=last.get("prefillMs", 0.0) if gens else 0.0,
                     engine_ms=last.get("totalMs", 0.0) if gens else 0.0,
                     accepted_by_source=last.get("acceptedBySource") if gens else None, error=err,
+                    at=typed, closers=right, after_accept=after_accept, ready=ready,
                 )
             )  # fmt: skip
             before = after
+            s = samples[-1]
+            if args.accept and item is not None and typed < stop:
+                span = _item_span(buffer, item)
+                plan, why = plan_accept(task.body, typed, right, buffer, cursor, text, span, autoclose)
+                if plan is not None:  # Tab
+                    if args.accept_delay_ms:
+                        await asyncio.sleep(args.accept_delay_ms / 1000)  # the user reads it (real time)
+                    change(plan.start, plan.end, plan.insert)
+                    cursor = plan.start + len(plan.insert)
+                    typed, right = plan.at, plan.right
+                    s.accepted, s.accepted_chars = True, len(plan.shown)
+                    keys = deque(rest_keys(task.body, typed, right, script, args.seed, autoclose, stop))
+                    if buffer != task.before + task.body[:typed] + right + task.after or cursor != len(task.before) + typed:
+                        raise RuntimeError(f"replay bug: the buffer diverged after accepting {plan.shown!r}")
+                elif why in ("range", "closers"):
+                    refused[why] = refused.get(why, 0) + 1
             if args.verbose:
-                s = samples[-1]
-                print(f"#{s.index:3d} {1000 * s.seconds:6.0f} ms {'TT' if tt else ('EA' if early else '  ')} "
-                      f"{'OK' if s.exact else ('L1' if s.first_line else '  ')} {s.text[:60]!r} | {s.expected[:40]!r}")  # fmt: skip
-        if idx == len(keys):
+                flags = "TT" if s.typed_through else ("EA" if s.early else ("RD" if s.ready else "  "))
+                print(f"#{s.index:3d} {1000 * s.seconds:6.0f} ms {flags} {'AA' if s.after_accept else '  '} "
+                      f"{'TAB' if s.accepted else ('OK ' if s.exact else ('L1 ' if s.first_line else '   '))} "
+                      f"{s.text[:60]!r} | {s.expected[:40]!r}")  # fmt: skip
+            if s.accepted:
+                if typed >= stop:
+                    break  # the user is done
+                # the editor asks again at once after an accept (no debounce)
+                gap = gap_after.get(typed)
+                if gap is None:
+                    gap = _gap(random.Random(f"{args.seed}/tab/{typed}"), s.text)
+                sim_clock += gap
+                request, after_accept, gap_left = True, True, gap
+                continue
+        if not keys:
             break
-        k = keys[idx]
-        # type key idx
+        k = keys.popleft()
         if k.insert:
-            line, col = utf16_pos(buffer, cursor)
-            version += 1
-            here = types.Position(line=line, character=col)
-            client.text_document_did_change(
-                types.DidChangeTextDocumentParams(
-                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                    content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=here, end=here), text=k.insert)],
-                )
-            )
-            buffer = buffer[:cursor] + k.insert + buffer[cursor:]
+            change(cursor, cursor, k.insert)
         cursor += k.cursor_after
         typed += len(k.typed)
+        right = k.right
+        typed_keys += 1
+        typed_chars += len(k.typed)
         sim_clock += k.gap
-        pending_request = k.gap >= DEBOUNCE_S and idx < len(keys) - 1
+        request, after_accept, gap_left = k.gap >= DEBOUNCE_S and bool(keys), False, k.gap - DEBOUNCE_S
+    if buffer != task.before + task.body[:typed] + right + task.after:
+        raise RuntimeError("replay bug: the buffer diverged from the keystroke script")
     final = await stats()
     try:
         await asyncio.wait_for(client.shutdown_async(None), 15)
@@ -403,8 +622,8 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
     except Exception:
         pass
     await client.stop()
-    return {"samples": samples, "stats": final, "ready_s": ready_s, "keys": len(keys), "typing_s": sim_clock,
-            "statuses": statuses}  # fmt: skip
+    return {"samples": samples, "stats": final, "ready_s": ready_s, "keys": typed_keys, "typing_s": sim_clock,
+            "statuses": statuses, "typed_chars": typed_chars, "accept_refused": refused}  # fmt: skip
 
 
 def _lat(group: list[Sample]) -> dict[str, Any]:
@@ -417,7 +636,7 @@ def _mean(values: list[float]) -> float | None:
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """One method over all its files (``runs``: one replay per file)."""
+    """One method (one layout) over all its files (``runs``: one replay per file)."""
     firsts = [r["samples"][0] for r in runs if r["samples"]]
     later = [s for r in runs for s in r["samples"][1:]]
     samples = [s for r in runs for s in r["samples"]]
@@ -434,15 +653,35 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         for k, v in (s.accepted_by_source or {}).items():
             by_source[k] = by_source.get(k, 0) + int(v)
     decoded = max(new_tokens - gens, 0)
+    everything = [s.seconds for s in samples]
+    prefill_tokens = [float(s.prefill_tokens) for s in model]
+    after_accept = [s for s in samples if s.after_accept]
+    accepted = [s for s in samples if s.accepted]
+    accepted_chars = sum(s.accepted_chars for s in accepted)
+    typed_chars = sum(r.get("typed_chars", 0) for r in runs)
+    refused: dict[str, int] = {}
+    for r in runs:
+        for k, v in (r.get("accept_refused") or {}).items():
+            refused[k] = refused.get(k, 0) + v
     return {
         "files": len(runs),
         "requests": len(samples),
         "keystrokes": sum(r["keys"] for r in runs),
         "simulated_typing_s": sum(r["typing_s"] for r in runs),
         "server_ready_s": _mean([r["ready_s"] for r in runs]),
+        "all_requests": {  # every request's round trip, typed-through and after-accept ones included
+            "n": len(everything),
+            "p50_ms": None if not everything else 1000 * pct(everything, 0.5),
+            "p95_ms": None if not everything else 1000 * pct(everything, 0.95),
+            "max_ms": None if not everything else 1000 * max(everything),
+        },
         "first": _lat(firsts),
         "later": _lat(later),
         "model_run": _lat(model),
+        "prefill_tokens": {  # tokens prefilled per model-run request (the rest came from the KV cache)
+            "median": pct(prefill_tokens, 0.5),
+            "p95": pct(prefill_tokens, 0.95),
+        },
         "later_typed_through": _lat([s for s in later if s.typed_through]),
         "later_early": _lat([s for s in later if s.early]),
         "later_one_line_model": _lat([s for s in model if s.one_line]),
@@ -452,6 +691,17 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "decode": _mean([s.decode_ms for s in model]),
             "post_and_protocol": _mean([s.post_ms for s in model]),
         },
+        "after_accept": {  # requests sent right after a Tab (--accept)
+            **_lat(after_accept),
+            "ready_share": (sum(s.ready for s in after_accept) / len(after_accept)) if after_accept else None,
+        },
+        "accepts": {  # suggestions the user accepted with Tab (--accept)
+            "n": len(accepted),
+            "chars": accepted_chars,
+            "chars_share": (accepted_chars / (accepted_chars + typed_chars)) if accepted_chars + typed_chars else None,
+            "refused": refused,  # matching suggestions not accepted: "closers" / "range" (see plan_accept)
+        },
+        "ready": sum(s.ready for s in samples),
         "suggestions": len(shown),
         "empty": len(samples) - len(shown),
         "errors": sum(1 for s in samples if s.error),
@@ -469,27 +719,75 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def identical_shares(per_file: list[dict[str, list[Sample]]]) -> dict[str, Any]:
-    """Share of requests whose suggestion is the same text for every method (and, per
-    method, the share equal to AR's). Requests are the same across methods: the
-    keystroke script and the debounce decide them, not the answers."""
+# ------------------------------------------------------------------------------ keys: METHOD@LAYOUT
+
+
+def run_key(method: str, layout: str, layouts: list[str]) -> str:
+    """The results key of a (method, layout) pair: ``METHOD`` for the first layout
+    listed, ``METHOD@LAYOUT`` for the others."""
+    return method if not layouts or layout == layouts[0] else f"{method}@{layout}"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """``"fastcoder@psm"`` -> ``("fastcoder", "psm")``; ``"ar"`` -> ``("ar", "")`` (the first layout)."""
+    method, _, layout = key.partition("@")
+    return method, layout
+
+
+def ar_key(key: str) -> str:
+    """The AR run of the same layout as ``key``."""
+    layout = split_key(key)[1]
+    return f"ar@{layout}" if layout else "ar"
+
+
+def _align(lists: list[list[Sample]]) -> list[tuple[Sample, ...]]:
+    """The same requests across runs. A request is where it was sent (body offset and
+    auto-closers right of the cursor: the buffer then): with --accept the runs accept
+    different suggestions and their requests part ways. Samples without distinct
+    offsets (no offsets recorded) pair by index."""
+    keys = [[(s.at, s.closers) for s in lst] for lst in lists]
+    if all(len(set(k)) == len(k) for k in keys):
+        maps = [dict(zip(k, lst)) for k, lst in zip(keys, lists)]
+        return [tuple(m[x] for m in maps) for x in keys[0] if all(x in m for m in maps[1:])]
+    n = min(len(lst) for lst in lists)
+    return [tuple(lst[i] for lst in lists) for i in range(n)]
+
+
+def identical_shares(per_file: list[dict[str, list[Sample]]], first_layout: str = DEFAULT_LAYOUT) -> dict[str, Any]:
+    """Share of requests whose suggestion is the same text for every method of a layout
+    (and, per run key, the share equal to the same layout's AR). Requests are the same
+    across methods: the keystroke script and the debounce decide them, not the answers
+    (with --accept, the requests sent at the same place, see :func:`_align`)."""
     same = total = 0
     vs_ar: dict[str, list[int]] = {}
-    for by_method in per_file:
-        methods = list(by_method)
-        n = min(len(v) for v in by_method.values())
-        for i in range(n):
-            texts = {m: by_method[m][i].text for m in methods}
-            total += 1
-            same += len(set(texts.values())) == 1
-            if "ar" in texts:
-                for m in methods:
-                    if m != "ar":
-                        c = vs_ar.setdefault(m, [0, 0])
-                        c[0] += texts[m] == texts["ar"]
+    by_layout: dict[str, list[int]] = {}
+    for by_key in per_file:
+        groups: dict[str, list[str]] = {}
+        for key in by_key:
+            groups.setdefault(split_key(key)[1], []).append(key)
+        for layout, keys in groups.items():
+            lay = by_layout.setdefault(layout or first_layout, [0, 0])
+            for row in _align([by_key[k] for k in keys]):
+                texts = {k: s.text for k, s in zip(keys, row)}
+                total += 1
+                lay[1] += 1
+                equal = len(set(texts.values())) == 1
+                same += equal
+                lay[0] += equal
+            ar = ar_key(keys[0])
+            if ar in by_key:
+                for k in keys:
+                    if k == ar:
+                        continue
+                    c = vs_ar.setdefault(k, [0, 0])
+                    for a, b in _align([by_key[ar], by_key[k]]):
+                        c[0] += a.text == b.text
                         c[1] += 1
-    return {"all_methods": (same / total) if total else None, "requests": total,
-            "vs_ar": {m: (a / b if b else None) for m, (a, b) in vs_ar.items()}}
+    out: dict[str, Any] = {"all_methods": (same / total) if total else None, "requests": total,
+                           "vs_ar": {m: (a / b if b else None) for m, (a, b) in vs_ar.items()}}
+    if len(by_layout) > 1:
+        out["by_layout"] = {lay: {"all_methods": (a / b) if b else None, "requests": b} for lay, (a, b) in by_layout.items()}
+    return out
 
 
 RED = "\033[31m"
@@ -497,19 +795,58 @@ RESET = "\033[0m"
 
 
 def slower_than_ar(summaries: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """method -> its model-run p50 / AR's, for the methods slower than AR."""
-    ar = summaries.get("ar", {}).get("model_run", {}).get("p50_ms")
+    """run key -> its model-run p50 / the same layout's AR's, for the runs slower than AR."""
     out = {}
     for m, s in summaries.items():
+        if split_key(m)[0] == "ar":
+            continue
+        ar = summaries.get(ar_key(m), {}).get("model_run", {}).get("p50_ms")
         p = s["model_run"]["p50_ms"]
-        if m != "ar" and ar and p and p > ar:
+        if ar and p and p > ar:
             out[m] = p / ar
     return out
 
 
-def print_table(summaries: dict[str, dict[str, Any]], same: dict[str, Any], color: bool) -> str:
-    """Print the side-by-side table; return it as markdown (with the red flags)."""
-    ar = summaries.get("ar", {}).get("model_run", {}).get("p50_ms")
+def compare_layouts(summaries: dict[str, dict[str, Any]], methods: list[str], layouts: list[str]) -> dict[str, Any]:
+    """Per method, the first layout against each other one: model-run p50 ratio
+    (first / other) and the median prefilled tokens of both."""
+    out: dict[str, Any] = {}
+    for m in methods:
+        base = summaries.get(run_key(m, layouts[0], layouts))
+        if base is None:
+            continue
+        for lay in layouts[1:]:
+            other = summaries.get(run_key(m, lay, layouts))
+            if other is None:
+                continue
+            p0, p1 = base["model_run"]["p50_ms"], other["model_run"]["p50_ms"]
+            out.setdefault(m, {})[lay] = {
+                "model_run_p50_ratio": (p0 / p1) if (p0 and p1) else None,  # first layout / this one
+                "model_run_p50_ms": [p0, p1],
+                "prefill_tokens_median": [base["prefill_tokens"]["median"], other["prefill_tokens"]["median"]],
+            }
+    return out
+
+
+def print_layouts(cmp: dict[str, Any], layouts: list[str]) -> list[str]:
+    def f(x: float | None, fmt: str = ".0f") -> str:
+        return "–" if x is None else format(x, fmt)
+
+    lines = []
+    for m, per in cmp.items():
+        for lay, c in per.items():
+            (p0, p1), (t0, t1) = c["model_run_p50_ms"], c["prefill_tokens_median"]
+            r = c["model_run_p50_ratio"]
+            lines.append(f"{m}: {layouts[0]}/{lay} model-run p50 {'–' if r is None else f'{r:.2f}x'} "
+                         f"({f(p0)} vs {f(p1)} ms), prefill tokens median {f(t0)} vs {f(t1)}")  # fmt: skip
+    for line in lines:
+        print(line)
+    return lines
+
+
+def print_table(summaries: dict[str, dict[str, Any]], same: dict[str, Any], color: bool, accept: bool = False) -> str:
+    """Print the side-by-side table (one row per run key: METHOD or METHOD@LAYOUT);
+    return it as markdown (with the red flags)."""
     slow = slower_than_ar(summaries)
 
     def f(x: float | None, fmt: str = ".0f") -> str:
@@ -519,18 +856,28 @@ def print_table(summaries: dict[str, dict[str, Any]], same: dict[str, Any], colo
         return "–" if v is None else f"{100 * v:.0f}%"
 
     head = ["method", "model-run p50 ms", "p95 ms", "p50 vs AR", "first request ms", "accepted length",
-            "same text as AR", "debounce / prefill / decode / post ms", "typed-through", "match next (whole / 1st line)"]
+            "same text as AR", "debounce / prefill / decode / post ms", "prefill tok (median)", "typed-through",
+            "match next (whole / 1st line)"]  # fmt: skip
+    if accept:
+        head += ["after-accept p50 ms", "ready", "accepted (n / chars)"]
     rows = []
     for m, s in summaries.items():
         p50 = s["model_run"]["p50_ms"]
+        ar = summaries.get(ar_key(m), {}).get("model_run", {}).get("p50_ms")
         ratio = (p50 / ar) if (ar and p50) else None
         ts = s["time_split_ms"]
-        rows.append([
+        is_ar = split_key(m)[0] == "ar"
+        row = [
             m, f(p50), f(s["model_run"]["p95_ms"]), "–" if ratio is None else f"{ratio:.2f}×", f(s["first"]["p50_ms"]),
-            f(s["mean_accept_length"], ".2f"), "100%" if m == "ar" else share(same["vs_ar"].get(m)),
+            f(s["mean_accept_length"], ".2f"), "100%" if is_ar else share(same["vs_ar"].get(m)),
             f"{f(ts['debounce'])} / {f(ts['prefill'])} / {f(ts['decode'])} / {f(ts['post_and_protocol'])}",
+            f(s.get("prefill_tokens", {}).get("median")),
             str(s["typed_through"]), f"{share(s['match_exact_share'])} / {share(s['match_first_line_share'])}",
-        ])  # fmt: skip
+        ]  # fmt: skip
+        if accept:
+            aa, acc = s.get("after_accept", {}), s.get("accepts", {})
+            row += [f(aa.get("p50_ms")), share(aa.get("ready_share")), f"{acc.get('n', 0)} / {acc.get('chars', 0)}"]
+        rows.append(row)
     md = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         flag = row[0] in slow
@@ -548,8 +895,11 @@ def print_table(summaries: dict[str, dict[str, Any]], same: dict[str, Any], colo
                 line = RED + line + RESET
         print(line)
     print(f"suggestions identical across all methods: {share(same['all_methods'])} of {same['requests']} requests")
+    for lay, v in (same.get("by_layout") or {}).items():
+        print(f"  layout {lay}: {share(v['all_methods'])} of {v['requests']} requests")
     for m, r in slow.items():
-        msg = f"{m}: model-run p50 is {r:.2f}x AR's in this run: slower than AR"
+        ar = "AR" if ar_key(m) == "ar" else ar_key(m)  # the same layout's AR
+        msg = f"{m}: model-run p50 is {r:.2f}x {ar}'s in this run: slower than AR"
         print(RED + msg + RESET if color else msg)
     return "\n".join(md)
 
@@ -561,23 +911,36 @@ def print_summary(name: str, s: dict[str, Any]) -> None:
     def share(v: float | None) -> str:
         return "-" if v is None else f"{100 * v:.0f}%"
 
+    def num(v: float | None) -> str:
+        return "-" if v is None else f"{v:.0f}"
+
     print(f"== {name}: {s['model'].get('name')} {s['model'].get('dtype')} on {s['model'].get('device')}; "
           f"{s['files']} files; index: {', '.join(sorted(set(map(str, s['index']))))}")
     print(f"  {s['keystrokes']} keystrokes, {s['requests']} requests (150 ms debounce), "
           f"{s['simulated_typing_s']:.0f} s of simulated typing; server ready in {s['server_ready_s']:.1f} s (mean)")  # fmt: skip
+    a = s["all_requests"]
+    print(row("every request", a) + f"   max {num(a['max_ms']):>6} ms")
     print(row("first request (per file)", s["first"]))
     print(row("later requests", s["later"]))
     print(row("  that ran the model", s["model_run"]))
     print(row("  typed-through (no model)", s["later_typed_through"]))
     print(row("  answered early (block)", s["later_early"]))
     print(row("  one-line, model ran", s["later_one_line_model"]))
+    acc, aa = s["accepts"], s["after_accept"]
+    if acc["n"] or aa["n"] or acc["refused"]:
+        print(row("after an accept (Tab)", aa) + f"   ready {share(aa['ready_share'])}")
+        refused = ", ".join(f"{k} {v}" for k, v in sorted(acc["refused"].items())) or "none"
+        print(f"  accepted {acc['n']} suggestions, {acc['chars']} characters ({share(acc['chars_share'])} of the body "
+              f"written); matching suggestions not accepted: {refused}")  # fmt: skip
+    pt = s["prefill_tokens"]
     print(f"  suggestions {s['suggestions']} (empty {s['empty']}, errors {s['errors']}); match what was typed next: "
           f"whole {share(s['match_exact_share'])}, first line {share(s['match_first_line_share'])}; "
           f"arrived before the next keystroke {share(s['in_time_share'])}")  # fmt: skip
-    acc, mpt = s["mean_accept_length"], s["decode_ms_per_token"]
+    mean_acc, mpt = s["mean_accept_length"], s["decode_ms_per_token"]
     src = ", ".join(f"{k} {v}" for k, v in sorted(s["accepted_by_source"].items(), key=lambda kv: -kv[1])) or "-"
-    print(f"  prefill saving (KV reuse) {share(s['prefill_saving'])}; {s['generations']} generations, mean accepted length "
-          f"{'-' if acc is None else f'{acc:.2f}'}; decode {'-' if mpt is None else f'{mpt:.0f}'} ms/token; "
+    print(f"  prefill saving (KV reuse) {share(s['prefill_saving'])}, prefilled tokens per model run median "
+          f"{num(pt['median'])} p95 {num(pt['p95'])}; {s['generations']} generations, mean accepted length "
+          f"{'-' if mean_acc is None else f'{mean_acc:.2f}'}; decode {'-' if mpt is None else f'{mpt:.0f}'} ms/token; "
           f"accepted draft tokens by source: {src}")  # fmt: skip
 
 
@@ -601,6 +964,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--methods", "--method", dest="methods", default="ar,fastcoder",
                     help="methods, comma-separated: each gets a fresh server per file (default ar,fastcoder)")
+    ap.add_argument("--layouts", "--layout", dest="layouts", default=DEFAULT_LAYOUT,
+                    help="prompt layouts, comma-separated, run side by side (default: default = the server's own, "
+                         "no promptLayout option sent; any other name is sent as promptLayout, e.g. anchored, psm)")
+    ap.add_argument("--accept", action="store_true",
+                    help="the user presses Tab on a suggestion that is what they type next, then types on; "
+                         "the editor asks again at once (after-accept requests)")
+    ap.add_argument("--accept-delay-ms", type=float, default=0.0,
+                    help="with --accept: real time the user takes to read a suggestion before Tab (default 0: at once)")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--max-prompt-tokens", type=int, default=2048, help="the server's context window (maxPromptTokens)")
     ap.add_argument("--time-budget-ms", type=int, default=2000)
@@ -629,6 +1000,11 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--engine: {exc}")
     if args.function and not args.file:
         ap.error("--function needs --file")
+    methods, layouts = _names(args.methods), _names(args.layouts)
+    if not methods or any("@" in m for m in methods) or len(set(methods)) != len(methods):
+        ap.error("--methods: distinct names without '@'")
+    if not layouts or any("@" in x for x in layouts) or len(set(layouts)) != len(layouts):
+        ap.error("--layouts: distinct names without '@'")
     with recording(args.out, "replay", argparse.Namespace(**vars(args)), argv) as rec:
         rec.results = _run(args, rec)
     return 0
@@ -649,20 +1025,33 @@ def _tasks(args: argparse.Namespace) -> list[Task]:
     return tasks
 
 
+def _names(value: str) -> list[str]:
+    return [m.strip() for m in value.split(",") if m.strip()]
+
+
+def run_order(methods: list[str], layouts: list[str], i: int) -> list[tuple[str, str]]:
+    """The (method, layout) pairs of file ``i``, in the order they run: rotated from
+    file to file (as methods alone rotate)."""
+    pairs = [(m, lay) for lay in layouts for m in methods]
+    k = i % len(pairs)
+    return pairs[k:] + pairs[:k]
+
+
 def _run(args: argparse.Namespace, rec: Any = None) -> dict:
-    """Every file, every method with a fresh server (rotating order); the side-by-side summary."""
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    """Every file, every (method, layout) with a fresh server (rotating order); the side-by-side summary."""
+    methods, layouts = _names(args.methods), _names(getattr(args, "layouts", DEFAULT_LAYOUT))
+    keys = [run_key(m, lay, layouts) for lay in layouts for m in methods]
     tasks = _tasks(args)
     print(f"load average before: {load_average()}")
-    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in methods}
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
     per_file: list[dict[str, list[Sample]]] = []
     for i, task in enumerate(tasks):
         print(f"typing {task.name or task.function}: {len(task.body)} characters, {task.body.count(chr(10))} lines; "
               f"also open: {', '.join(p.name for p in task.others) or '-'}")
-        order = methods[i % len(methods):] + methods[: i % len(methods)]
-        by_method: dict[str, list[Sample]] = {}
-        for method in order:
-            run_args = argparse.Namespace(**{**vars(args), "method": method})
+        by_key: dict[str, list[Sample]] = {}
+        for method, layout in run_order(methods, layouts, i):
+            key = run_key(method, layout, layouts)
+            run_args = argparse.Namespace(**{**vars(args), "method": method, "layout": layout})
             with tempfile.TemporaryDirectory(prefix="fastcoder-bench-") as tmp:
                 ws = Path(tmp)
                 # the workspace: the file's folder, with the body already removed on disk too
@@ -671,33 +1060,39 @@ def _run(args: argparse.Namespace, rec: Any = None) -> dict:
                         shutil.copy2(p, ws / p.name)
                 (ws / task.path.name).write_text(task.before + task.after, encoding="utf-8")
                 run = asyncio.run(replay(run_args, task, ws))
-            runs[method].append(run)
-            by_method[method] = run["samples"]
+            runs[key].append(run)
+            by_key[key] = run["samples"]
             model = [s for s in run["samples"][1:] if s.model_ran and not s.early]
             p50 = pct([s.seconds for s in model], 0.5)
-            print(f"  {method:<10} {len(run['samples'])} requests, model ran {len(model)}, model-run p50 {ms(p50)} ms, "
-                  f"first {ms(run['samples'][0].seconds if run['samples'] else None)} ms; load {load_average()}")
+            acc = [s for s in run["samples"] if s.accepted]
+            print(f"  {key:<14} {len(run['samples'])} requests, model ran {len(model)}, model-run p50 {ms(p50)} ms, "
+                  f"first {ms(run['samples'][0].seconds if run['samples'] else None)} ms"
+                  + (f", accepted {len(acc)} ({sum(s.accepted_chars for s in acc)} chars)" if args.accept else "")
+                  + f"; load {load_average()}")  # fmt: skip
             if args.json:  # what is finished survives an interrupted run
                 partial = {m: [[asdict(x) for x in r["samples"]] + [{"stats": r["stats"]}] for r in rs] for m, rs in runs.items()}
                 args.json.write_text(json.dumps({"partial": True, "files": [t.name for t in tasks[: i + 1]],
                                                  "samples": partial}, default=str))
-        per_file.append({m: by_method[m] for m in methods})
-    summaries = {m: summarize(runs[m]) for m in methods}
-    same = identical_shares(per_file)
+        per_file.append({k: by_key[k] for k in keys})
+    summaries = {k: summarize(runs[k]) for k in keys}
+    same = identical_shares(per_file, layouts[0])
     print()
-    for m in methods:
-        print_summary(m, summaries[m])
+    for k in keys:
+        print_summary(k, summaries[k])
     print()
-    table = print_table(summaries, same, color=sys.stdout.isatty())
+    table = print_table(summaries, same, color=sys.stdout.isatty(), accept=args.accept)
+    layout_cmp = compare_layouts(summaries, methods, layouts)
+    layout_lines = print_layouts(layout_cmp, layouts)
     print(f"load average after: {load_average()}")
     if rec is not None:
-        rec.markdown = table
+        rec.markdown = table + ("\n\n" + "\n".join(f"- {ln}" for ln in layout_lines) if layout_lines else "")
     results = {
         "files": [t.name or str(t.path) for t in tasks],
+        "layouts": {"names": layouts, "first": layouts[0], "compare": layout_cmp},
         "methods": summaries,
         "identical": same,
         "slower_than_ar": slower_than_ar(summaries),
-        "samples": {m: [[asdict(s) for s in r["samples"]] for r in runs[m]] for m in methods},
+        "samples": {k: [[asdict(s) for s in r["samples"]] for r in runs[k]] for k in keys},
     }
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
