@@ -62,3 +62,210 @@ def test_task_from_a_suite_span_types_the_body_after_the_docstring(tmp_path: Pat
     # the typing script reproduces the body exactly
     keys = keystrokes(task.body, random.Random(0))
     assert "".join(k.typed for k in keys) == task.body
+
+
+# ---------------------------------------------------------------------------- layouts and keys
+
+
+def test_run_keys_and_order_per_layout():
+    from fastcoder_bench.replay import ar_key, run_key, run_order, split_key
+
+    layouts = ["default", "psm"]
+    keys = [run_key(m, lay, layouts) for lay in layouts for m in ["ar", "fastcoder"]]
+    assert keys == ["ar", "fastcoder", "ar@psm", "fastcoder@psm"]
+    assert split_key("fastcoder@psm") == ("fastcoder", "psm") and split_key("ar") == ("ar", "")
+    assert ar_key("fastcoder@psm") == "ar@psm" and ar_key("fastcoder") == "ar"
+    # the first layout listed gets the bare names, whatever it is
+    assert run_key("ar", "psm", ["psm", "default"]) == "ar" and run_key("ar", "default", ["psm", "default"]) == "ar@default"
+    # every pair once per file, rotated from file to file
+    orders = [run_order(["ar", "fastcoder"], layouts, i) for i in range(5)]
+    assert all(sorted(o) == sorted(orders[0]) and len(o) == 4 for o in orders)
+    assert orders[0][0] == ("ar", "default") and orders[1][0] == ("fastcoder", "default") and orders[2][0] == ("ar", "psm")
+    assert orders[4] == orders[0]
+
+
+def test_layouts_compare_within_their_own_layout(capsys):
+    from fastcoder_bench.replay import compare_layouts, print_layouts
+
+    def with_prefill(r, tokens):
+        for s in r["samples"]:
+            s.prefill_tokens = tokens
+        return r
+
+    runs = {
+        "ar": [with_prefill(run([5.0, 0.40, 0.50, 0.60], ["a", "b", "c", "d"]), 100)],
+        "fastcoder": [with_prefill(run([5.0, 0.30, 0.30, 0.30], ["a", "b", "x", "d"]), 120)],
+        "ar@psm": [with_prefill(run([5.0, 0.10, 0.10, 0.10], ["a", "b", "c", "e"]), 4)],
+        "fastcoder@psm": [with_prefill(run([5.0, 0.20, 0.20, 0.20], ["a", "b", "c", "e"]), 6)],
+    }
+    s = {k: summarize(v) for k, v in runs.items()}
+    assert s["fastcoder@psm"]["prefill_tokens"] == {"median": 6.0, "p95": 6.0}
+    same = identical_shares([{k: v[0]["samples"] for k, v in runs.items()}])
+    # fastcoder@psm is compared with ar@psm (same text everywhere), fastcoder with ar
+    assert same["vs_ar"] == {"fastcoder": 0.75, "fastcoder@psm": 1.0}
+    assert same["requests"] == 8 and same["all_methods"] == 7 / 8
+    assert same["by_layout"] == {"default": {"all_methods": 0.75, "requests": 4}, "psm": {"all_methods": 1.0, "requests": 4}}
+    # fastcoder@psm is slower than ar@psm (0.2 vs 0.1), fastcoder is faster than ar
+    assert slower_than_ar(s) == {"fastcoder@psm": 2.0}
+    md = print_table(s, same, color=False, accept=True)
+    out = capsys.readouterr().out
+    assert "fastcoder@psm: model-run p50 is 2.00x ar@psm's" in out
+    head = md.splitlines()[0]
+    assert "prefill tok (median)" in head and "after-accept p50 ms" in head and "ready" in head
+    assert [ln.split(" | ")[0] for ln in md.splitlines()[2:]] == ["| ar", "| fastcoder", "| ar@psm", "| fastcoder@psm"]
+    assert md.count("\\color{red}") == 1
+    cmp = compare_layouts(s, ["ar", "fastcoder"], ["default", "psm"])
+    assert round(cmp["fastcoder"]["psm"]["model_run_p50_ratio"], 6) == 1.5
+    assert cmp["ar"]["psm"]["prefill_tokens_median"] == [100.0, 4.0]
+    lines = print_layouts(cmp, ["default", "psm"])
+    assert lines[1] == "fastcoder: default/psm model-run p50 1.50x (300 vs 200 ms), prefill tokens median 120 vs 6"
+
+
+def test_summary_every_request_after_accept_and_accepts():
+    r = run([5.0, 0.40, 0.05, 0.60, 0.02], ["a", "b", "c", "d", "e"])
+    smp = r["samples"]
+    smp[1].accepted, smp[1].accepted_chars = True, 7
+    smp[2].after_accept, smp[2].ready, smp[2].model_ran = True, True, False
+    smp[3].accepted, smp[3].accepted_chars = True, 3
+    smp[4].after_accept, smp[4].typed_through, smp[4].model_ran = True, True, False
+    r["typed_chars"], r["accept_refused"] = 30, {"closers": 2}
+    s = summarize([r])
+    assert s["all_requests"]["n"] == 5 and s["all_requests"]["max_ms"] == 5000.0
+    assert round(s["all_requests"]["p50_ms"]) == 400 and round(s["all_requests"]["p95_ms"]) == 4120
+    assert s["after_accept"]["n"] == 2 and s["after_accept"]["ready_share"] == 0.5
+    assert round(s["after_accept"]["p50_ms"]) == 35
+    assert s["accepts"] == {"n": 2, "chars": 10, "chars_share": 0.25, "refused": {"closers": 2}}
+    assert s["model_run"]["n"] == 2 and s["ready"] == 1
+    # without accepts: the fields are there, empty
+    s0 = summarize([run([5.0, 0.4], ["a", "b"])])
+    assert s0["after_accept"] == {"n": 0, "p50_ms": None, "p95_ms": None, "ready_share": None}
+    assert s0["accepts"]["n"] == 0 and s0["accepts"]["chars_share"] is None
+
+
+def test_requests_matched_by_where_they_were_sent():
+    """With --accept the runs part ways; requests pair up by body offset and closers."""
+    def sample(at, text, closers=""):
+        return Sample(index=0, seconds=0.1, text=text, expected="", gap_left=0.1, typed_through=False,
+                      model_ran=True, at=at, closers=closers)  # fmt: skip
+
+    ar = [sample(0, "x"), sample(5, "y"), sample(9, "z", ")")]
+    fc = [sample(0, "x"), sample(7, "q"), sample(9, "z", ")"), sample(12, "w")]
+    same = identical_shares([{"ar": ar, "fastcoder": fc}])
+    assert same["requests"] == 2 and same["all_methods"] == 1.0 and same["vs_ar"] == {"fastcoder": 1.0}
+    fc[2] = sample(9, "z", "")  # same offset, other closers right of the cursor: another buffer
+    assert identical_shares([{"ar": ar, "fastcoder": fc}])["requests"] == 1
+
+
+# ---------------------------------------------------------------------------- accepting
+
+
+def buffer_of(before, body, typed, right, after):
+    return before + body[:typed] + right + after
+
+
+def test_keystrokes_track_the_auto_closers_right_of_the_cursor():
+    from fastcoder_bench.replay import _script
+
+    body = "x = f(a, [b])\n"
+    keys = _script(body)
+    assert [k.at for k in keys] == list(range(len(body)))
+    assert [k.right for k in keys if k.typed in "([])"] == [")", "])", ")", ""]
+    assert "".join(k.typed for k in keys) == body
+    # replaying the keys on a buffer keeps before + body[:typed] + closers + after
+    buf, cur, typed = "B" + "A", 1, 0
+    for k in keys:
+        buf = buf[:cur] + k.insert + buf[cur:]
+        cur += k.cursor_after
+        typed += len(k.typed)
+        assert buf == buffer_of("B", body, typed, k.right, "A")
+
+
+def test_accept_a_suggestion_trimmed_before_the_auto_closed_paren():
+    from fastcoder_bench.replay import plan_accept, rest_keys
+
+    before, after = "def f():\n    ", "\n"
+    body = "return g(a, b)\n    y = 1\n"
+    typed, right = len("return g("), ")"
+    buf = buffer_of(before, body, typed, right, after)
+    cursor = len(before) + typed
+    # the server trimmed the ")" that is already right of the cursor: accepted
+    plan, why = plan_accept(body, typed, right, buf, cursor, "a, b")
+    assert why == "" and plan is not None and plan.shown == "a, b" and plan.at == typed + 4 and plan.right == ")"
+    new = buf[: plan.start] + plan.insert + buf[plan.end :]
+    assert new == buffer_of(before, body, plan.at, plan.right, after)
+    # what is left to type steps over the pending ")" and ends with the body's text
+    keys = rest_keys(body, plan.at, plan.right, script=[], seed=0)
+    cur = plan.start + len(plan.insert)
+    for k in keys:
+        new = new[:cur] + k.insert + new[cur:]
+        cur += k.cursor_after
+    assert keys[0].typed == ")" and keys[0].insert == "" and new == before + body + after
+    # the same text with the ")": the editor would leave a stray ")" -> no Tab
+    plan, why = plan_accept(body, typed, right, buf, cursor, "a, b)")
+    assert plan is None and why == "closers"
+    # ... unless the item's range covers the auto-closed ")": then it replaces it
+    plan, why = plan_accept(body, typed, right, buf, cursor, "a, b)", span=(cursor, cursor + 1))
+    assert why == "" and plan.right == "" and plan.at == typed + 5
+    assert buf[: plan.start] + plan.insert + buf[plan.end :] == buffer_of(before, body, plan.at, "", after)
+    # a range reaching past the closers into the document: no
+    assert plan_accept(body, typed, right, buf, cursor, "a, b)\n", span=(cursor, cursor + 2))[1] == "range"
+    # a range starting before the cursor: its text must start with what is there
+    plan, why = plan_accept(body, typed, right, buf, cursor, "g(a, b", span=(cursor - 2, cursor))
+    assert why == "" and plan.shown == "a, b" and plan.right == ")"
+    assert plan_accept(body, typed, right, buf, cursor, "h(a, b", span=(cursor - 2, cursor))[1] == "range"
+
+
+def test_accept_only_what_the_user_types_next():
+    from fastcoder_bench.replay import plan_accept
+
+    body = "return g(a, b)\n"
+    buf = buffer_of("", body, 7, "", "")
+    assert plan_accept(body, 7, "", buf, 7, "")[1] == "empty"
+    assert plan_accept(body, 7, "", buf, 7, "  \n ")[1] == "empty"
+    assert plan_accept(body, 7, "", buf, 7, "g(a, c)")[1] == "no-match"
+    plan, why = plan_accept(body, 7, "", buf, 7, "g(a, b)\n")  # to the end of the body
+    assert why == "" and plan.at == len(body) and plan.right == ""
+
+
+def test_accept_an_open_call_then_type_its_closer():
+    """``foo(`` accepted: nothing auto-closed it, so the user types the ``)`` (inserted,
+    not stepped over) and the document ends the same."""
+    from fastcoder_bench.replay import plan_accept, rest_keys
+
+    body = "y = h(foo(x))\n"
+    typed, right = len("y = h("), ")"
+    buf = buffer_of("", body, typed, right, "")
+    plan, why = plan_accept(body, typed, right, buf, typed, "foo(")
+    assert why == "" and plan.right == ")"
+    new = buf[: plan.start] + plan.insert + buf[plan.end :]
+    cur = plan.start + len(plan.insert)
+    for k in rest_keys(body, plan.at, plan.right, script=[], seed=0):
+        new = new[:cur] + k.insert + new[cur:]
+        cur += k.cursor_after
+        assert new == buffer_of("", body, k.at + len(k.typed), k.right, "")
+    assert new == body
+
+
+def test_rest_keys_keep_the_pauses_of_the_script():
+    from fastcoder_bench.replay import rest_keys
+
+    body = "a = b(1)\nif a:\n    c = 2\n"
+    script = keystrokes(body, random.Random(3))
+    rest = rest_keys(body, 4, ")", script, seed=3)  # from "a = " on, with a ")" pending
+    by_at = {k.at: k for k in script}
+    assert all(k.gap == by_at[k.at].gap for k in rest if by_at[k.at].typed == k.typed)
+    # starting inside an indentation: the spaces are single keys with drawn pauses, then the script again
+    start = body.index("    c") + 2
+    rest = rest_keys(body, start, "", script, seed=3, stop=len(body) - 2)
+    assert [k.typed for k in rest[:3]] == [" ", " ", "c"] and rest[-1].at < len(body) - 2
+    assert rest[0].gap == rest_keys(body, start, "", script, seed=3)[0].gap > 0  # deterministic
+    assert rest[2].gap == by_at[rest[2].at].gap
+
+
+def test_utf16_offsets_round_trip():
+    from fastcoder_bench.replay import utf16_offset, utf16_pos
+
+    text = "a😀b\n\tcé\n"
+    for off in range(len(text) + 1):
+        assert utf16_offset(text, *utf16_pos(text, off)) == off
+    assert utf16_offset(text, 0, 99) == 3 and utf16_offset(text, 9, 0) == len(text)
