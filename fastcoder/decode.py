@@ -75,10 +75,14 @@ def generate(
     on_step: StepCallback | None = None,
     cost_curve: CostCurve | None = None,
     raise_on_cancel: bool = False,
+    first_allowed: Sequence[int] | None = None,
 ) -> Generation:
     """Greedy generation of up to ``config.max_new_tokens`` tokens after ``prompt_ids``.
 
     The output equals plain greedy decoding for every drafter (lossless).
+    ``first_allowed``: the first generated token is the greedy choice among these ids
+    only (token healing); every method gets it from the same prefill, so the output is
+    still one procedure's greedy output.
     """
     t_start = time.perf_counter()
     session = session or Session(config)
@@ -117,9 +121,18 @@ def generate(
     cancelled = False
     with session.lock:
         t0 = time.perf_counter()
-        first, prefilled, margin = verifier.prefill(session.kv, prompt_ids, reserve=config.max_new_tokens)
+        extra = {k: v for k, v in (("allowed", first_allowed), ("cancel", cancel)) if v is not None}
+        first, prefilled, margin = verifier.prefill(session.kv, prompt_ids, reserve=config.max_new_tokens, **extra)
         stats.prefill_s = time.perf_counter() - t0
         stats.prefill_tokens = prefilled
+        if first is None:  # cancelled between prefill chunks (what was prefilled stays cached)
+            stats.stop_reason = "cancelled"
+            stats.new_tokens = 0
+            stats.total_s = time.perf_counter() - t_start
+            drafter.close()
+            if raise_on_cancel:
+                raise Cancelled()
+            return Generation(tokens=[], text="", stats=stats, cancelled=True, margins=margins)
         if margin is not None and verifier.record_margins:
             margins.append(margin)
         st = DraftState(list(prompt_ids), len(prompt_ids), config, session, stats, info)

@@ -65,6 +65,7 @@ class Engine:
         stop_fn: StopFn | None = None,
         cancel: threading.Event | None = None,
         on_step: StepCallback | None = None,
+        first_allowed: Sequence[int] | None = None,
     ) -> Generation:
         config = config or DecodeConfig()
         drafter = make_drafter(config, sources, reference=reference, pool=self.pool)
@@ -80,6 +81,7 @@ class Engine:
             cancel=cancel,
             on_step=on_step,
             cost_curve=curve,
+            first_allowed=first_allowed,
         )
 
     def close(self) -> None:

@@ -1,13 +1,16 @@
 """Per-tokenizer facts the engine needs: which ids contain a newline and which are
-pure whitespace (for skip tokens and position-in-line statistics).
+pure whitespace (for skip tokens and position-in-line statistics), and which ids'
+text starts with a given string (token healing: the first generated token must start
+with the text taken back from the end of the prompt).
 
 Computed once per tokenizer from its decoded vocabulary and kept in memory.
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -19,6 +22,8 @@ _CACHE: dict[int, "TokenInfo"] = {}
 class TokenInfo:
     has_newline: np.ndarray  # bool[vocab]
     is_space: np.ndarray  # bool[vocab]: only whitespace (newline included)
+    # (text, id) of every ordinary token (special and empty ones left out), sorted by text
+    by_text: list[tuple[str, int]] = field(default_factory=list)
 
     @classmethod
     def for_tokenizer(cls, tokenizer) -> "TokenInfo":
@@ -35,7 +40,19 @@ class TokenInfo:
         texts = tokenizer.batch_decode([[i] for i in range(size)], skip_special_tokens=False)
         nl = np.fromiter(("\n" in t for t in texts), dtype=bool, count=size)
         sp = np.fromiter(((t != "" and t.isspace()) for t in texts), dtype=bool, count=size)
-        return cls(has_newline=nl, is_space=sp)
+        special = set(getattr(tokenizer, "all_special_ids", []) or [])
+        for i, tok in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items():
+            if getattr(tok, "special", False):
+                special.add(int(i))
+        by_text = sorted((t, i) for i, t in enumerate(texts) if t and i not in special and "\ufffd" not in t)
+        return cls(has_newline=nl, is_space=sp, by_text=by_text)
+
+    def starting_with(self, prefix: str) -> list[int]:
+        """Ids of the ordinary tokens whose text starts with ``prefix`` (a binary search
+        over the sorted texts)."""
+        lo = bisect.bisect_left(self.by_text, (prefix, -1))
+        hi = bisect.bisect_left(self.by_text, (prefix + "\U0010ffff", -1), lo)
+        return [i for text, i in self.by_text[lo:hi] if text.startswith(prefix)]
 
     def line_position(self, ids: list[int]) -> int:
         """Non-whitespace tokens since the last newline at the end of ``ids``

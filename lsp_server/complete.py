@@ -4,15 +4,23 @@
 One request, in order:
 
 1. disabled, or the model still loading -> nothing;
-2. *typed-through*: the user typed exactly the start of the last suggestion at this
-   place (nothing else changed) -> the rest of it, at once, no model call;
+2. *answered from a recent state* (:class:`lsp_server.sessions.Answers`): the very
+   same state as a recent suggestion (undo, backspace), or the user typed exactly the
+   start of one ("typed-through") -> it, or the rest of it, at once, no model call.
+   That includes the suggestion computed in the background for the state after
+   accepting the shown one (outcome ``ready``);
 3. a generation for the very same cursor state already queued or running (an inline
-   completion and a completion of one keystroke) -> share it;
-4. otherwise a newer request supersedes the document's older one (its cancel event
-   is set) and a generation is queued on the model thread: FIM prompt
-   (:mod:`lsp_server.prompt`), the engine with the document's session (KV prefix
-   reuse, CACHE), stop rules (:mod:`lsp_server.stops`), post-processing
-   (:mod:`lsp_server.postprocess`).
+   completion and a completion of one keystroke, or the background one) -> share it;
+4. otherwise the adaptive debounce (``debounceMs``) waits, if at all, and a newer
+   request supersedes the document's older one (its cancel event is set, its waiters
+   are answered at once) and a generation is queued on the model thread: the prompt
+   in the document's layout (:mod:`lsp_server.prompt`: anchored + token healing by
+   default), the engine with the document's session (KV prefix reuse, chunked
+   prefill that stops when superseded, CACHE), stop rules (:mod:`lsp_server.stops`),
+   post-processing (:mod:`lsp_server.postprocess`);
+5. when a suggestion has been shown and the model thread is idle, the suggestion for
+   the state after accepting it (then after accepting its first line) is computed at
+   the lowest priority (``prefetch``); any real request cancels it at once.
 
 What FastCoder drafts from, besides the workspace's datastores: the prompt and the
 output so far (live context); the document's session CACHE, which holds this
@@ -31,16 +39,18 @@ import functools
 import logging
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from fastcoder.stats import GenStats
+from fastcoder.tokens import TokenInfo
 from lsp_server.buffers import OpenBuffers
 from lsp_server.metrics import ServerMetrics
 from lsp_server.model_host import ModelHost
 from lsp_server.postprocess import document_indent_unit, finalize
 from lsp_server.prompt import CursorContext, build_prompt, encode, fim_special_ids
-from lsp_server.sessions import DocumentState, Inflight, SessionRegistry, Suggestion
+from lsp_server.sessions import Answers, DocumentState, Inflight, SessionRegistry, Suggestion
 from lsp_server.settings import ServerSettings
 from lsp_server.stops import make_stop_fn
 from lsp_server.workspace import WorkspaceIndex
@@ -53,7 +63,7 @@ class Outcome:
     text: str
     mode: str
     reason: str
-    """ok | empty | typed | disabled | loading | superseded"""
+    """ok | early | empty | typed | ready | disabled | loading | superseded"""
     stats: GenStats | None = None
     seconds: float = 0.0
 
@@ -73,6 +83,8 @@ def typed_through(last: Suggestion | None, ctx: CursorContext) -> str | None:
     if last is None or not ctx.prefix.startswith(last.prefix):
         return None
     typed = ctx.prefix[len(last.prefix) :]
+    if not typed and ctx.suffix == last.suffix:
+        return last.text  # the very same state (undo, backspace): its answer, even empty
     if not last.text.startswith(typed):
         return None
     rest = last.text[len(typed) :]
@@ -88,6 +100,30 @@ def typed_through(last: Suggestion | None, ctx: CursorContext) -> str | None:
         return None
     line = line[: len(line) - len(added)]
     return line if line.strip() else None
+
+
+def recall(answers: Answers, ctx: CursorContext) -> tuple[str, Suggestion] | None:
+    """The answer for ``ctx`` from a recent state's suggestion (newest first), if any."""
+    for s in answers:
+        rest = typed_through(s, ctx)
+        if rest is not None:
+            return rest, s
+    return None
+
+
+def state_key(ctx: CursorContext) -> tuple:
+    """What identifies a cursor state (the document's text around the cursor)."""
+    return (len(ctx.prefix), len(ctx.suffix), hash(ctx.prefix), hash(ctx.suffix), ctx.mode)
+
+
+def after_accept(ctx: CursorContext, text: str) -> list[CursorContext]:
+    """The states a user reaches by accepting ``text`` at ``ctx``: all of it, then (for
+    a multi-line suggestion) its first line."""
+    out = [CursorContext(ctx.prefix + text, ctx.suffix)]
+    nl = text.find("\n")
+    if 0 < nl < len(text.rstrip()) and text[:nl].strip():
+        out.append(CursorContext(ctx.prefix + text[:nl], ctx.suffix))
+    return out
 
 
 def _log_failure(fut: "asyncio.Future[Any]") -> None:
@@ -121,6 +157,7 @@ class Completer:
         self.buffers = OpenBuffers()
         self._special: dict[int, set[int]] = {}
         self._rest: dict[str, tuple[str, list[int]]] = {}  # uri -> (rest-of-file text, ids)
+        self.model_latency: deque[float] = deque(maxlen=20)  # recent model-run answers (s)
 
     async def complete(self, doc: DocumentState, version: Any, ctx: CursorContext) -> Outcome:
         t0 = time.perf_counter()
@@ -130,33 +167,41 @@ class Completer:
         if not self.host.ready:
             return Outcome("", ctx.mode, "loading")
         self.registry.touch(doc.uri)
-        if settings.reuse_suggestions and (rest := typed_through(doc.last, ctx)) is not None:
-            self.metrics.outcome("typed_through")
-            return Outcome(rest, ctx.mode, "typed", seconds=time.perf_counter() - t0)
+        if settings.reuse_suggestions and (hit := recall(doc.answers, ctx)) is not None:
+            text, source = hit
+            doc.answers.use(source)
+            reason = "ready" if source.background else "typed"
+            self.metrics.outcome("ready" if source.background else "typed_through")
+            if text.strip():  # shown again: prepare what follows accepting it
+                self._prefetch(doc, after_accept(ctx, text), settings)
+            return Outcome(text, ctx.mode, reason, seconds=time.perf_counter() - t0)
 
-        key = (version, len(ctx.prefix), len(ctx.suffix), ctx.mode, self.host.generation, id(settings))
+        key = (*state_key(ctx), self.host.generation, id(settings))
         inflight = doc.inflight
         if inflight is None or inflight.key != key or inflight.cancel.is_set() or inflight.future is None:
+            wait = self.debounce_s(doc, settings)
+            if wait > 0:
+                asked = time.monotonic()
+                await asyncio.sleep(wait)
+                if doc.typing.changed_at > asked:  # typed on: a newer request will come
+                    self.metrics.outcome("debounced")
+                    return Outcome("", ctx.mode, "superseded", seconds=time.perf_counter() - t0)
+                inflight = doc.inflight
+        if inflight is None or inflight.key != key or inflight.cancel.is_set() or inflight.future is None:
             if inflight is not None:
-                inflight.superseded = True
-                inflight.cancel.set()
+                inflight.supersede()
                 self.metrics.outcome("superseded")
-            loop = asyncio.get_running_loop()
-            inflight = Inflight(key, early=loop.create_future())
-            docs = self._open_documents()
-            inflight.future = self.host.submit(
-                self._generate, inflight, doc, ctx, settings, self.host.generation, loop, docs,
-                label=f"completion {doc.uri}",
-            )  # fmt: skip
-            inflight.future.add_done_callback(functools.partial(self._finished, inflight, doc, ctx))
-            doc.inflight = inflight
+            inflight = self._start(doc, ctx, settings, key)
         else:
+            if inflight.background:  # the state prepared in the background was asked for
+                inflight.background = False
+                self.host.promote(inflight.cancel)
             self.metrics.outcome("shared")
         inflight.waiters += 1
         try:
             # the whole answer, or (block mode, slow model) its first lines while the rest
-            # is still being generated
-            await asyncio.wait({inflight.future, inflight.early}, return_when=asyncio.FIRST_COMPLETED)
+            # is still being generated, or nothing at once when a newer state supersedes it
+            await asyncio.wait({inflight.future, inflight.early, inflight.gone}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             inflight.waiters -= 1
             if inflight.waiters <= 0:
@@ -164,25 +209,91 @@ class Completer:
             self.metrics.outcome("cancelled")
             raise
         inflight.waiters -= 1
-        early = not inflight.future.done()
-        text, stats = inflight.early.result() if early else inflight.future.result()
         seconds = time.perf_counter() - t0
+        if inflight.future.done() and not inflight.future.cancelled() and inflight.future.exception() is None:
+            text, stats = inflight.future.result()
+            early = False
+        elif inflight.early.done():
+            (text, stats), early = inflight.early.result(), True
+        elif inflight.future.done():
+            text, stats, early = inflight.future.result()[0], None, False  # raises its exception
+        else:  # superseded before it finished
+            return Outcome("", ctx.mode, "superseded", None, seconds)
         if text is None:
             reason = "loading" if not self.host.ready else "superseded"
             return Outcome("", ctx.mode, reason, stats, seconds)
         self.metrics.latency(seconds)
+        self.model_latency.append(seconds)
         self.metrics.outcome("early" if early else ("suggestion" if text else "empty"))
         return Outcome(text, ctx.mode, ("early" if early else "ok") if text else "empty", stats, seconds)
 
-    def _finished(self, inflight: Inflight, doc: DocumentState, ctx: CursorContext, fut: "asyncio.Future[Any]") -> None:
-        """Loop thread, when a generation ends: remember its suggestion for typed-through."""
+    def _start(self, doc: DocumentState, ctx: CursorContext, settings: ServerSettings, key: tuple,
+               background: bool = False) -> Inflight:  # fmt: skip
+        """Loop thread: queue a generation for ``ctx`` on the model thread."""
+        loop = asyncio.get_running_loop()
+        inflight = Inflight(key, early=loop.create_future(), gone=loop.create_future(), background=background)
+        docs = self._open_documents()
+        inflight.future = self.host.submit(
+            self._generate, inflight, doc, ctx, settings, self.host.generation, loop, docs,
+            label=f"{'prefetch' if background else 'completion'} {doc.uri}", background=background,
+            cancel=inflight.cancel,
+        )  # fmt: skip
+        inflight.future.add_done_callback(functools.partial(self._finished, inflight, doc, ctx, settings))
+        doc.inflight = inflight
+        return inflight
+
+    def debounce_s(self, doc: DocumentState, settings: ServerSettings) -> float:
+        """How long to wait before running the model (``debounceMs``). ``auto``: one and
+        a half typing intervals of this document, between 100 and 400 ms, less the
+        recent model-run latency (a slow model starts at once: a superseded run stops
+        within a prefill chunk and leaves its prefilled tokens in the KV cache); the
+        time since the last change already counts."""
+        value = settings.debounce_ms
+        if value == "auto":
+            interval = doc.typing.interval if doc.typing.interval is not None else 0.15
+            recent = sorted(self.model_latency)
+            expected = recent[len(recent) // 2] if recent else 0.0
+            target = min(0.4, max(0.1, 1.5 * interval)) - expected
+        else:
+            target = float(value) / 1000.0
+        if target <= 0:
+            return 0.0
+        return max(0.0, target - (time.monotonic() - doc.typing.changed_at))
+
+    def _finished(self, inflight: Inflight, doc: DocumentState, ctx: CursorContext, settings: ServerSettings,
+                  fut: "asyncio.Future[Any]") -> None:  # fmt: skip
+        """Loop thread, when a generation ends: remember its suggestion for this state,
+        then prepare the next one in the background."""
         if doc.inflight is inflight:
             doc.inflight = None
         if fut.cancelled() or fut.exception() is not None:
             return
         text, _stats = fut.result()
-        if text:
-            doc.last = Suggestion(ctx.prefix, ctx.suffix, ctx.mode, text)
+        if text is None:
+            if inflight.background:
+                self.metrics.outcome("prefetch_cancelled")
+            return
+        doc.answers.add(Suggestion(ctx.prefix, ctx.suffix, ctx.mode, text, background=inflight.background))
+        if inflight.background:
+            self.metrics.outcome("prefetched")
+        if text.strip():
+            self._prefetch(doc, after_accept(ctx, text), settings)
+
+    def _prefetch(self, doc: DocumentState, states: list[CursorContext], settings: ServerSettings) -> None:
+        """Loop thread: compute the first of ``states`` not answered yet in the background
+        (lowest priority: only when the model thread is idle); the next ones follow it."""
+        if not (settings.prefetch and settings.enabled and self.host.ready) or doc.inflight is not None:
+            return
+        if self.host.waiting() or self.host.busy is not None or self.registry.get(doc.uri) is not doc:
+            return
+        for i, nxt in enumerate(states):
+            if doc.answers.has_state(nxt.prefix, nxt.suffix):
+                continue
+            inflight = self._start(doc, nxt, settings, (*state_key(nxt), self.host.generation, id(settings)), True)
+            rest = states[i + 1 :]
+            if rest:
+                inflight.future.add_done_callback(lambda _f: self._prefetch(doc, rest, self.settings()))
+            return
 
     def _publish_early(self, inflight: Inflight, doc: DocumentState, ctx: CursorContext, text: str) -> None:
         """Loop thread: the first lines of a block are ready; the generation goes on."""
@@ -190,7 +301,7 @@ class Completer:
             return
         inflight.early.set_result((text, None))
         if inflight.future is None or not inflight.future.done():
-            doc.last = Suggestion(ctx.prefix, ctx.suffix, ctx.mode, text)
+            doc.answers.add(Suggestion(ctx.prefix, ctx.suffix, ctx.mode, text, background=inflight.background))
 
     def _open_documents(self) -> dict[str, tuple[Any, str]]:
         """Loop thread: a snapshot of the open documents (texts are immutable strings)."""
@@ -277,30 +388,37 @@ class Completer:
         if inflight.cancel.is_set() or engine is None or loaded is None or self.host.generation != generation:
             return None, None
         tok = engine.tokenizer
+        layout = settings.prompt_layout
         prompt = build_prompt(
             tok, loaded.fim, ctx, settings.max_prompt_tokens,
             suffix_share=settings.suffix_share if loaded.fim else 0.0,
             max_suffix_tokens=settings.max_suffix_tokens,
-            sticky_start=doc.sticky_start,
+            sticky_start=doc.sticky_start, layout=layout, anchor=doc.anchor,
+            info=TokenInfo.for_tokenizer(tok) if layout == "anchored" and loaded.fim else None,
         )  # fmt: skip
         doc.sticky_start = prompt.prefix_start
+        doc.anchor = prompt.anchor
+        heal = prompt.heal  # the output starts with it; the suggestion is what follows
         rules = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines)
         unit = document_indent_unit(ctx.prefix[-20000:] + ctx.suffix[:5000])
         early_s = settings.early_answer_s if ctx.mode == "block" else None
         t_start = time.perf_counter()
         published = False
 
-        def stop_fn(text: str) -> int | None:
+        def stop_fn(output: str) -> int | None:
             nonlocal published
+            text = output[len(heal) :]
             cut = rules(text)
-            if cut is None and early_s is not None and not published and time.perf_counter() - t_start >= early_s:
+            if cut is not None:
+                return cut + len(heal)
+            if early_s is not None and not published and time.perf_counter() - t_start >= early_s:
                 nl = text.rfind("\n")
                 if nl > 0 and text[:nl].strip():  # whole lines so far: answer with them now
                     first = finalize(text[:nl], ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace)
                     if first:
                         published = True
                         loop.call_soon_threadsafe(self._publish_early, inflight, doc, ctx, first)
-            return cut
+            return None
 
         special = self.special_ids(tok)
         hit_special = threading.Event()
@@ -327,14 +445,15 @@ class Completer:
             stop_fn=stop_fn,
             cancel=inflight.cancel,
             on_step=on_step,
+            first_allowed=prompt.allowed,
         )
-        self.metrics.generation(gen.stats, "completion")
+        self.metrics.generation(gen.stats, "prefetch" if inflight.background else "completion")
         if gen.cancelled and not hit_special.is_set():
             return None, gen.stats
-        text = gen.text
+        text = gen.text[len(heal) :]
         cut = next((i for i, t in enumerate(gen.tokens) if t in special), None)
         if cut is not None:
-            text = tok.decode(gen.tokens[:cut], skip_special_tokens=True)
+            text = tok.decode(gen.tokens[:cut], skip_special_tokens=True)[len(heal) :]
             stop = rules(text)
             if stop is not None:
                 text = text[:stop]

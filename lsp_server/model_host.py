@@ -77,6 +77,7 @@ class ModelHost:
         self.busy: tuple[str, float] | None = None  # the job running in the model thread
         self._queued = 0
         self._queue_lock = threading.Lock()
+        self._background: set[threading.Event] = set()  # cancel events of background jobs
 
     @property
     def ready(self) -> bool:
@@ -130,12 +131,31 @@ class ModelHost:
         self._on_loaded(loaded)
 
     # ------------------------------------------------------------------ running
-    def submit(self, fn: Callable[..., Any], *args: Any, label: str = "") -> "asyncio.Future[Any]":
+    def submit(
+        self, fn: Callable[..., Any], *args: Any, label: str = "", background: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> "asyncio.Future[Any]":  # fmt: skip
         """Run ``fn(*args)`` in the model thread; an awaitable for its result.
-        ``label`` names the job in :meth:`describe` while it runs."""
+        ``label`` names the job in :meth:`describe` while it runs.
+
+        Background jobs (``background``, with their ``cancel`` event) have the lowest
+        priority: every foreground job submitted sets the cancel event of every
+        background job queued or running, so it stops within a prefill chunk or one
+        forward pass."""
         with self._queue_lock:
             self._queued += 1
+            if background and cancel is not None:
+                self._background.add(cancel)
+            elif not background:
+                for event in self._background:
+                    event.set()
+                self._background.clear()
         return asyncio.wrap_future(self._executor.submit(self._labelled, label or getattr(fn, "__name__", "job"), fn, *args))
+
+    def promote(self, cancel: threading.Event) -> None:
+        """A background job is now awaited by a request: foreground jobs no longer cancel it."""
+        with self._queue_lock:
+            self._background.discard(cancel)
 
     def waiting(self) -> int:
         """Jobs queued behind the one that runs (background work gives way to them)."""

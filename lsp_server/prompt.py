@@ -1,7 +1,31 @@
 """Prompt building: what the model sees for a completion at the cursor.
 
-* With FIM tokens: ``<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>``;
-  without: the prefix alone.
+Two layouts (the ``promptLayout`` setting), both with FIM tokens (a model without
+them gets the prefix alone, which typing only extends anyway):
+
+* ``anchored`` (the default): ``<|fim_prefix|>{prefix up to the anchor}<|fim_suffix|>
+  {suffix}<|fim_middle|>{typed since the anchor}``. The anchor is the start of the
+  cursor's line when it is first set, and stays where it is while the user types,
+  deletes or pastes after it (the text before it and the suffix unchanged, at most
+  ``typed reserve`` tokens typed since): the prompt then only grows or shrinks at its
+  end, so the document's KV cache covers all but the few new tokens. An edit above the
+  anchor, in the suffix, or the cursor moving before it sets a new anchor (one full
+  re-prefill). **Token healing**: the last typed token is taken back from the prompt
+  and the first generated token must start with its text (``Prompt.heal``,
+  ``Prompt.allowed``), so the model never has to continue from the middle of a word
+  it would have tokenized differently (a probe with Qwen2.5-Coder-0.5B: line-anchored
+  without healing matched 12 of 110 lines where PSM matched 24; with healing 41).
+  A whitespace-only last token (indentation) gives back only its last character, so
+  the natural split ``"       " + " return"`` stays reachable. Auto-closed brackets
+  and quotes: when the rest of the cursor's line is only closers the editor inserted,
+  it is left out of the suffix (typing ``(`` then changes nothing in the prompt but
+  its end); the model writes the closer and post-processing trims it against the
+  text right of the cursor.
+* ``psm``: ``<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>``, the layout
+  Qwen2.5-Coder documents: every typed character lands before the suffix, so the
+  suffix is prefilled again on every keystroke.
+
+Budgets:
 * The context window is budgeted in tokens: ``maxPromptTokens`` split into a prefix
   share and a suffix share (by default 75% / 25%, the suffix capped at
   ``maxSuffixTokens``; a short suffix leaves its unused share to the prefix). Both are
@@ -22,7 +46,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastcoder.models import FimTokens
+from fastcoder.tokens import TokenInfo
 from lsp_server.documents import tokenizable
+
+LAYOUTS = ("anchored", "psm")
+DEFAULT_LAYOUT = "anchored"
+AUTO_CLOSERS = set(")]}\"'`")
 
 # characters per token is rarely above this; used to avoid tokenizing a whole huge file
 _MAX_CHARS_PER_TOKEN = 12
@@ -77,15 +106,42 @@ class CursorContext:
 
 
 @dataclass
+class Anchor:
+    """Where an anchored prompt was cut, kept per document so that the next keystroke's
+    prompt shares everything but its end."""
+
+    head: str
+    """The document text before the anchor (the prompt's prefix ends here)."""
+    start: int
+    """Offset in ``head`` where the kept prefix starts."""
+    head_ids: list[int]
+    suffix_kept: str
+    """The suffix text that went into the prompt."""
+    suffix_ids: list[int]
+    suffix_skip: int
+    """Characters of the real suffix left out before ``suffix_kept`` (auto-closed
+    brackets at the cursor)."""
+    reserve: int
+    """Most tokens typed since the anchor before a new anchor is set."""
+
+
+@dataclass
 class Prompt:
     ids: list[int]
     fim: bool
     prefix_start: int
     """Offset (in the prefix) where the kept prefix starts."""
     suffix_end: int
-    """Length of the suffix kept."""
+    """Length of the suffix kept (characters of the real suffix, closers left out included)."""
     prefix_tokens: int
     suffix_tokens: int
+    heal: str = ""
+    """Text taken back from the end of the prompt: the output starts with it (the
+    suggestion is the output without it)."""
+    allowed: list[int] | None = None
+    """Ids the first generated token is chosen from (those starting with ``heal``)."""
+    anchor: Anchor | None = None
+    layout: str = "psm"
 
 
 def _encode(tokenizer: Any, text: str, offsets: bool = False) -> Any:
@@ -181,10 +237,22 @@ def build_prompt(
     suffix_share: float = 0.25,
     max_suffix_tokens: int | None = None,
     sticky_start: int | None = None,
+    layout: str = "psm",
+    anchor: Anchor | None = None,
+    info: TokenInfo | None = None,
 ) -> Prompt:
     """Token ids of the completion prompt for ``ctx`` within ``max_prompt_tokens``.
 
-    The suffix gets ``suffix_share`` of the budget, at most ``max_suffix_tokens``."""
+    The suffix gets ``suffix_share`` of the budget, at most ``max_suffix_tokens``.
+    ``layout``: ``psm`` or ``anchored`` (``anchor``: the document's previous one;
+    ``info``: the tokenizer's :class:`TokenInfo`, for token healing)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown prompt layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
+    if fim is not None and layout == "anchored":
+        return build_anchored(
+            tokenizer, fim, ctx, max_prompt_tokens, suffix_share=suffix_share,
+            max_suffix_tokens=max_suffix_tokens, previous=anchor, info=info,
+        )  # fmt: skip
     if fim is None:
         start, pids = cut_prefix(tokenizer, ctx.prefix, max_prompt_tokens, sticky_start)
         if not pids:  # an empty document: give the model something to start from
@@ -200,6 +268,99 @@ def build_prompt(
     start, pids = cut_prefix(tokenizer, ctx.prefix, prefix_budget, sticky_start)
     ids = [special[0], *pids, special[1], *sids, special[2]]
     return Prompt(ids, True, start, end, len(pids), len(sids))
+
+
+def prompt_suffix(ctx: CursorContext) -> tuple[int, str]:
+    """(characters skipped, suffix text) for an anchored prompt: the rest of the cursor's
+    line is left out when it is only closers the editor auto-inserted (with blanks)."""
+    end = ctx.suffix.find("\n")
+    rest = ctx.suffix if end < 0 else ctx.suffix[:end]
+    if rest.strip() and all(c in AUTO_CLOSERS or c in " \t\r" for c in rest):
+        return len(rest), ctx.suffix[len(rest) :]
+    return 0, ctx.suffix
+
+
+def heal_split(tokenizer: Any, typed: str) -> tuple[str, str]:
+    """(kept, heal): ``typed`` minus its last token's text, and that text. A
+    whitespace-only last token gives back its last character only; a text that is not
+    plain ASCII is not healed (byte-level tokens of one character could not be forced)."""
+    if not typed:
+        return typed, ""
+    enc = _encode(tokenizer, typed, offsets=True)
+    offsets = enc.get("offset_mapping") or []
+    if not offsets:
+        return typed, ""
+    start = int(offsets[-1][0])
+    heal = typed[start:]
+    if heal.isspace() and len(heal) > 1:
+        start = len(typed) - 1
+        heal = typed[start:]
+    if not heal or not heal.isascii():
+        return typed, ""
+    return typed[:start], heal
+
+
+def build_anchored(
+    tokenizer: Any,
+    fim: FimTokens,
+    ctx: CursorContext,
+    max_prompt_tokens: int,
+    *,
+    suffix_share: float = 0.25,
+    max_suffix_tokens: int | None = None,
+    previous: Anchor | None = None,
+    info: TokenInfo | None = None,
+    typed_reserve: int = 128,
+) -> Prompt:
+    """The anchored layout (module docstring): reuses ``previous`` when it still holds."""
+    special = [tokenizer.convert_tokens_to_ids(t) for t in (fim.prefix, fim.suffix, fim.middle)]
+    budget = max(2, max_prompt_tokens - len(special))
+    skip, suffix_text = prompt_suffix(ctx)
+    anchor = previous
+    typed_ids: list[int] | None = None
+    if anchor is not None:
+        if not (
+            len(ctx.prefix) >= len(anchor.head)
+            and skip == anchor.suffix_skip
+            and suffix_text.startswith(anchor.suffix_kept)
+            and ctx.prefix.startswith(anchor.head)
+        ):
+            anchor = None
+        else:
+            typed_ids = encode(tokenizer, ctx.prefix[len(anchor.head) :])
+            if len(typed_ids) > anchor.reserve:
+                anchor = None
+    if anchor is None:
+        reserve = max(1, min(typed_reserve, budget // 4))
+        line_start = ctx.prefix.rfind("\n") + 1
+        cut = line_start
+        line_typed = ctx.prefix[line_start:]
+        if line_typed:
+            typed_ids = encode(tokenizer, line_typed)
+            if len(typed_ids) > reserve // 2:  # a long line: anchor inside it
+                cut += cut_prefix(tokenizer, line_typed, reserve // 2)[0]
+        head = ctx.prefix[:cut]
+        suffix_budget = int(budget * suffix_share)
+        if max_suffix_tokens is not None:
+            suffix_budget = min(suffix_budget, max_suffix_tokens)
+        end, sids = cut_suffix(tokenizer, suffix_text, suffix_budget)
+        sticky = previous.start if previous is not None and ctx.prefix.startswith(previous.head[: previous.start]) else None
+        start, pids = cut_prefix(tokenizer, head, max(0, budget - len(sids) - reserve), sticky)
+        anchor = Anchor(head, start, pids, suffix_text[:end], sids, skip, reserve)
+    typed = ctx.prefix[len(anchor.head) :]
+    heal, allowed = "", None
+    if info is not None:
+        kept, heal = heal_split(tokenizer, typed)
+        allowed = info.starting_with(heal) if heal else None
+        if heal and not allowed:
+            kept, heal, allowed = typed, "", None
+        typed = kept
+    mids = encode(tokenizer, typed) if typed else []
+    ids = [special[0], *anchor.head_ids, special[1], *anchor.suffix_ids, special[2], *mids]
+    return Prompt(
+        ids, True, anchor.start, anchor.suffix_skip + len(anchor.suffix_kept), len(anchor.head_ids),
+        len(anchor.suffix_ids), heal=heal, allowed=allowed, anchor=anchor, layout="anchored",
+    )  # fmt: skip
 
 
 def fim_special_ids(tokenizer: Any) -> set[int]:

@@ -552,12 +552,14 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
         if doc is None:
             return  # not open: OpenDocuments logged it
         state = ls.registry.get(doc.uri)
+        if state is not None:
+            state.typing.changed()
         if state is not None and state.inflight is not None and state.inflight.waiters > 0:
-            # the text moved on: the answer someone waits for would be stale. (A block
-            # that goes on after an early answer is left alone: the user may be typing
-            # through it; the next request supersedes it otherwise.)
-            state.inflight.superseded = True
-            state.inflight.cancel.set()
+            # the text moved on: the answer someone waits for would be stale; its waiters
+            # are answered at once. (A block that goes on after an early answer, or a
+            # suggestion prepared in the background, is left alone: the user may be typing
+            # through it or accepting it; the next request supersedes it otherwise.)
+            state.inflight.supersede()
         ls._schedule_buffer(doc.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)

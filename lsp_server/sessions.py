@@ -6,9 +6,15 @@ keystroke prefills only the tokens that changed. It also remembers:
 
 * the generation in flight (a newer request for the document supersedes it: its cancel
   event is set and the engine stops within one forward pass);
-* the last suggestion shown, to answer at once while the user types exactly what it
-  proposed ("typed-through");
-* where its prompt's prefix started last time (sticky prompt start, for KV reuse).
+* the suggestions of its recent states (:class:`Answers`, a small LRU): the very same
+  state again (undo, backspace) or a state the user reached by typing exactly the start
+  of one ("typed-through") is answered at once, without the model. Suggestions the
+  server computed in the background (the state after accepting the shown one) live
+  there too;
+* where its prompt's prefix started last time (sticky prompt start, for KV reuse) and
+  the anchor of its last anchored prompt (:class:`lsp_server.prompt.Anchor`);
+* when it last changed and how fast the user types (:class:`TypingClock`, for the
+  adaptive debounce).
 
 KV caches are memory, so only the most recently used documents keep theirs: at most
 ``max_kv_documents`` of them and at most ``max_kv_bytes`` together (the document in use
@@ -53,12 +59,70 @@ def kv_bytes(kv: Any) -> int:
 
 @dataclass
 class Suggestion:
-    """A suggestion shown at a cursor: the text around the cursor and what was proposed."""
+    """A suggestion for a cursor state: the text around the cursor and what was proposed."""
 
     prefix: str
     suffix: str
     mode: str
     text: str
+    background: bool = False
+    """Computed ahead of any request (the state after accepting a shown suggestion)."""
+
+
+ANSWERS_PER_DOCUMENT = 16
+
+
+class Answers:
+    """A document's recent suggestions, newest first (an LRU of at most ``size``)."""
+
+    def __init__(self, size: int = ANSWERS_PER_DOCUMENT) -> None:
+        self.size = size
+        self._items: list[Suggestion] = []
+
+    def add(self, s: Suggestion) -> None:
+        self._items = [x for x in self._items if not (x.prefix == s.prefix and x.suffix == s.suffix)]
+        self._items.insert(0, s)
+        del self._items[self.size :]
+
+    def use(self, s: Suggestion) -> None:
+        """Mark ``s`` as just used (it moves to the front)."""
+        if s in self._items:
+            self._items.remove(s)
+            self._items.insert(0, s)
+
+    def has_state(self, prefix: str, suffix: str) -> bool:
+        return any(x.prefix == prefix and x.suffix == suffix for x in self._items)
+
+    def clear(self) -> None:
+        self._items.clear()
+
+    def __iter__(self):
+        return iter(list(self._items))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def last(self) -> Suggestion | None:
+        return self._items[0] if self._items else None
+
+
+class TypingClock:
+    """When a document last changed and the typing interval (an exponential mean of
+    the gaps between changes shorter than ``PAUSE_S``)."""
+
+    PAUSE_S = 2.0
+
+    def __init__(self) -> None:
+        self.changed_at = 0.0
+        self.interval: float | None = None
+
+    def changed(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        gap = now - self.changed_at
+        if self.changed_at and 0 < gap < self.PAUSE_S:
+            self.interval = gap if self.interval is None else 0.7 * self.interval + 0.3 * gap
+        self.changed_at = now
 
 
 @dataclass
@@ -70,8 +134,18 @@ class Inflight:
     cancel: threading.Event = field(default_factory=threading.Event)
     future: "asyncio.Future[Any] | None" = None
     early: "asyncio.Future[Any] | None" = None  # the first lines of a block, before the rest
+    # resolved the moment the generation is superseded: its waiters answer at once
+    gone: "asyncio.Future[Any] | None" = None
     waiters: int = 0
     superseded: bool = False
+    background: bool = False  # computed ahead of any request (lowest priority)
+
+    def supersede(self) -> None:
+        """Loop thread: a newer state replaces this one; stop the engine, free the waiters."""
+        self.superseded = True
+        self.cancel.set()
+        if self.gone is not None and not self.gone.done():
+            self.gone.set_result(None)
 
 
 @dataclass
@@ -79,9 +153,16 @@ class DocumentState:
     uri: str
     session: Session
     inflight: Inflight | None = None
-    last: Suggestion | None = None
+    answers: Answers = field(default_factory=Answers)
     sticky_start: int | None = None
+    anchor: Any = None  # lsp_server.prompt.Anchor of the last anchored prompt
+    typing: TypingClock = field(default_factory=TypingClock)
     used: float = field(default_factory=time.monotonic)
+
+    @property
+    def last(self) -> Suggestion | None:
+        """The most recent suggestion."""
+        return self.answers.last
 
 
 class SessionRegistry:
@@ -102,8 +183,7 @@ class SessionRegistry:
     def close(self, uri: str) -> None:
         state = self._docs.pop(uri, None)
         if state is not None and state.inflight is not None:
-            state.inflight.superseded = True
-            state.inflight.cancel.set()
+            state.inflight.supersede()
 
     def get(self, uri: str) -> DocumentState | None:
         return self._docs.get(uri)
@@ -134,14 +214,14 @@ class SessionRegistry:
         """After a model change: every session starts again (KV and CACHE are per model)."""
         for state in self._docs.values():
             state.session = Session(config)
-            state.last = None
+            state.answers.clear()
             state.sticky_start = None
+            state.anchor = None
 
     def cancel_all(self) -> None:
         for state in self._docs.values():
             if state.inflight is not None:
-                state.inflight.superseded = True
-                state.inflight.cancel.set()
+                state.inflight.supersede()
 
     def __len__(self) -> int:
         return len(self._docs)

@@ -43,6 +43,19 @@ dependencyIndex    false                        use D_d, the workspace environme
 engine             ``{}``                       any :class:`fastcoder.config.DecodeConfig` field
 kvCacheMb          256                          memory for the KV caches of open documents (the most
                                                 recently used keep theirs, at most 8 documents)
+promptLayout       ``anchored``                 anchored: the prompt ends with the text typed since an
+                                                anchor (the start of the line), the last typed token
+                                                taken back and healed, so typing only extends the
+                                                prompt (a few tokens prefilled per keystroke); psm:
+                                                prefix, suffix, middle (the suffix is prefilled again
+                                                at every keystroke). See lsp_server/prompt.py
+debounceMs         ``auto``                     wait before running the model for a request: a number
+                                                of ms (0: none), or auto: 1.5 typing intervals of the
+                                                document (100-400 ms) less the recent model-run
+                                                latency, less the time since the last change
+prefetch           true                         when a suggestion is shown and the model is idle,
+                                                compute the one after accepting it (and its first
+                                                line) in the background; any request cancels it
 keepWhitespace     false                        debug: return whitespace-only suggestions too
 ================== ============================ =====================================================
 
@@ -60,6 +73,7 @@ from typing import Any
 
 from fastcoder.config import METHODS, DecodeConfig
 from fastcoder.models import DEFAULT_MODEL
+from lsp_server.prompt import LAYOUTS
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +113,9 @@ class ServerSettings:
     dependency_index: bool = False
     keep_whitespace: bool = False
     kv_cache_mb: int = 256
+    prompt_layout: str = "anchored"
+    debounce_ms: Any = "auto"
+    prefetch: bool = True
     engine: DecodeConfig = field(default_factory=DecodeConfig)
 
     # ------------------------------------------------------------------ building
@@ -171,11 +188,18 @@ class ServerSettings:
                 self.body_time_budget_ms = None
         if not isinstance(self.suffix_share, (int, float)) or not 0.0 <= self.suffix_share <= 0.9:
             raise SettingsError(f"suffix_share must be between 0 and 0.9, got {self.suffix_share!r}")
-        for name in ("enabled", "reuse_suggestions", "warm_on_open", "workspace_index", "common_index", "dependency_index", "keep_whitespace"):
+        for name in ("enabled", "reuse_suggestions", "warm_on_open", "workspace_index", "common_index", "dependency_index",
+                     "keep_whitespace", "prefetch"):  # fmt: skip
             if not isinstance(getattr(self, name), bool):
                 raise SettingsError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.python_path is None:
             self.python_path = ""
+        if self.prompt_layout not in LAYOUTS:
+            raise SettingsError(f"prompt_layout must be one of {', '.join(LAYOUTS)}, got {self.prompt_layout!r}")
+        if self.debounce_ms != "auto":
+            value = self.debounce_ms
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 5000:
+                raise SettingsError(f"debounce_ms must be \"auto\" or a number of ms between 0 and 5000, got {value!r}")
 
     # ------------------------------------------------------------------ using
     def needs_reload(self, other: "ServerSettings") -> bool:
