@@ -363,27 +363,57 @@ def _wait_all(client: StdioClient, fuzz: Fuzzer, ids: list[Any], bound: float) -
             fuzz.outstanding_completions.remove(msg_id)
 
 
+def _pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    k = (len(s) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def round_trips(answers: dict[Any, list], sent: dict[Any, Sent]) -> dict[str, Any]:
+    """Round trip (send to first answer) of every request sent, in ms: n, p50, p95,
+    max, overall and per method (reported, never asserted: timings here are noisy)."""
+    by_method: dict[str, list[float]] = {}
+    for msg_id, s in sent.items():
+        if answers.get(msg_id):
+            by_method.setdefault(s.method, []).append(1000.0 * (answers[msg_id][0][0] - s.at))
+
+    def summary(v: list[float]) -> dict[str, Any]:
+        return {"n": len(v), "p50_ms": round(_pct(v, 0.5), 1), "p95_ms": round(_pct(v, 0.95), 1), "max_ms": round(max(v), 1)}
+
+    every = [x for v in by_method.values() for x in v]
+    out: dict[str, Any] = summary(every) if every else {"n": 0}
+    out["by_method"] = {m: summary(v) for m, v in sorted(by_method.items())}
+    return out
+
+
 def _check(client: StdioClient, fuzz: Fuzzer) -> None:
     time.sleep(0.5)  # a duplicate answer would arrive by now
     answers = client.answers
+    rt = round_trips(answers, fuzz.sent)
+    timing = f"round trips (ms) n={rt['n']} p50 {rt.get('p50_ms')} p95 {rt.get('p95_ms')} max {rt.get('max_ms')}"
+    print(timing)
+    for m, v in rt["by_method"].items():
+        print(f"  {m}: n={v['n']} p50 {v['p50_ms']} p95 {v['p95_ms']} max {v['max_ms']} ms")
     strays = sorted(set(answers) - set(client.sent), key=str)
     assert not strays, f"answers to ids never sent: {strays[:10]}"
     twice = {i: len(a) for i, a in answers.items() if i in fuzz.sent and len(a) != 1}
     assert not twice, f"requests answered more than once: {twice}"
     checked = 0
     for msg_id, sent in fuzz.sent.items():
+        assert answers.get(msg_id), f"request {msg_id} ({sent.method}) has no answer; {timing}"
         at, msg = answers[msg_id][0]
-        assert at - sent.at <= ANSWER_BOUND_S, (msg_id, sent.method, at - sent.at)
+        assert at - sent.at <= ANSWER_BOUND_S, (msg_id, sent.method, at - sent.at, timing)
         error = msg.get("error")
         assert not (error and error.get("code") == -32603), (sent.method, error)  # no InternalError
         command = None
         if sent.method == "workspace/executeCommand":
             command = "fastcoder.debugDocument" if sent.expect_hash else "fastcoder.stats"
         if command in CHEAP:
-            assert at - sent.at <= STALL_BOUND_S, f"{command} took {at - sent.at:.1f} s: the event loop stalled"
+            assert at - sent.at <= STALL_BOUND_S, f"{command} took {at - sent.at:.1f} s: the event loop stalled; {timing}"
         if sent.expect_hash is not None:
             assert error is None, (sent.uri, error)
             assert msg["result"]["sha256"] == sent.expect_hash, f"the server's copy of {sent.uri} diverged (request {msg_id})"
             checked += 1
     assert checked >= fuzz.edits, (checked, fuzz.edits)
-    print(json.dumps({"documentChecks": checked, "requests": len(fuzz.sent)}))
+    print(json.dumps({"documentChecks": checked, "requests": len(fuzz.sent), "roundTrips": rt}))
