@@ -278,7 +278,7 @@ class Accept:
     right: str  # auto-closers right of the cursor after the accept
 
 
-def plan_accept(body: str, typed: str | int, right: str, buffer: str, cursor: int, insert_text: str,
+def plan_accept(body: str, typed: int, right: str, buffer: str, cursor: int, insert_text: str,
                 span: tuple[int, int] | None = None, autoclose: bool = True) -> tuple[Accept | None, str]:
     """Would the user press Tab on this suggestion, and what does the editor do then?
 
@@ -291,7 +291,6 @@ def plan_accept(body: str, typed: str | int, right: str, buffer: str, cursor: in
     document with an extra or missing closer compared with typing it: the suggestion
     repeats the auto-closed ``)`` right of the cursor without replacing it).
     """
-    typed = int(typed)
     start, end = span if span is not None else (cursor, cursor)
     if not start <= cursor <= end:
         return None, "range"
