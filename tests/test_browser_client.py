@@ -5,8 +5,8 @@ editor and a local extension host with the FastCoder extension's own activation 
 (editor-client/vscode/src/controller.ts), whose transport is a WebSocket to
 editor-client/web-test/bridge.mjs; the bridge starts the real ``fastcoder serve`` (this
 checkout, the real ``smollm2-135m`` model) and relays LSP over its stdio. Playwright
-drives four scenarios (accept with Tab, type through, type away, "Generate function
-body"); see scenarios.mjs for what each one checks.
+drives five scenarios (accept with Tab, the next ghost text after an accept, type
+through, type away, "Generate function body"); see scenarios.mjs for what each one checks.
 
 The workspace is a copy of this repository's ``lsp_server`` package (a real project's
 real files); the editor opens ``lsp_server/postprocess.py`` and types new functions at its
@@ -43,7 +43,7 @@ OUT = WEB / "out"
 SCREENSHOT = REPO / "docs" / "screenshots" / "vscode-ghost-text.png"
 MODEL = os.environ.get("FASTCODER_BROWSER_MODEL", "smollm2-135m")
 TIMEOUT_S = float(os.environ.get("FASTCODER_BROWSER_TIMEOUT", "900"))
-SCENARIOS = ("accept", "type-through", "type-away", "code-action")
+SCENARIOS = ("accept", "accept-next", "type-through", "type-away", "code-action")
 
 
 def _truthy(name: str) -> bool:
@@ -123,6 +123,26 @@ def test_scenario(scenario_run: dict, name: str) -> None:
     assert name in by_name, f"scenario {name} did not run:\n{scenario_run['log']}"
     result = by_name[name]
     assert result["ok"], f"{name} failed: {result.get('error')}\n--- log\n{scenario_run['log']}"
+
+
+def test_next_ghost_after_accept(scenario_run: dict) -> None:
+    """After Tab, the next ghost text appears at the new cursor (VS Code asks again by
+    itself). Whether the server answered it without a model run (from the background
+    "after accept" suggestion, outcome ``ready``) is reported, not asserted: it depends on
+    that background run finishing within the second the user reads the first suggestion,
+    which on a loaded CPU it does not always."""
+    by_name = {r["scenario"]: r for r in scenario_run["results"]}
+    result = by_name.get("accept-next")
+    assert result is not None and result["ok"], f"accept-next: {result and result.get('error')}\n{scenario_run['log']}"
+    d = result["detail"]
+    assert d["nextGhostAppeared"] and d["nextGhost"].strip()
+    assert d["latencyMs"] >= 0
+    how = "without a model run (ready)" if d["withoutModelRun"] else "with a model run"
+    note = (f"next ghost text {d['latencyMs']} ms after Tab ({d['trigger']}), {how}; read {d['readMs']} ms, "
+            f"background suggestions finished while reading: {d['prefetchedWhileReading']}; counts {d['counts']}")
+    print(note)
+    if not d["withoutModelRun"]:
+        warnings.warn(note, stacklevel=1)
 
 
 def test_no_page_errors(scenario_run: dict) -> None:

@@ -12,6 +12,13 @@
  *   accept       type a signature + docstring, wait for ghost text (re-triggering it with
  *                Alt+\ as a user would), screenshot, Tab: the buffer holds exactly the
  *                suggestion, once, at the right indentation
+ *   accept-next  a fresh state below: ghost text, the user reads it (--read-ms, 1000), Tab,
+ *                then the next ghost text at the new cursor (VS Code asks by itself after
+ *                an accept; Alt+\ if it does not within 2 s): how long after the Tab's
+ *                keydown it is drawn, its text, and whether the server answered it from the
+ *                background "after accept" suggestion without a model run (fastcoder.stats
+ *                outcomes `ready`, `suggestion`, `shared` and total.generations diffed
+ *                from the Tab to the moment it is drawn)
  *   type-through type the first characters of a suggestion: the ghost text shrinks to the
  *                rest and the server runs no model for it (its fastcoder.stats counters)
  *   type-away    type something else: the old ghost text is gone at once; every request
@@ -42,6 +49,10 @@ const chromiumPath = opt('chromium', process.env.FASTCODER_CHROMIUM || '/usr/bin
 const only = opt('only', '');
 const GHOST_WAIT_MS = Number(opt('ghost-wait-ms', '120000'));
 const LOAD_WAIT_MS = Number(opt('load-wait-ms', '480000'));
+// how long the user reads a suggestion before Tab (accept-next)
+const READ_MS = Number(opt('read-ms', '1000'));
+// how long to wait for the editor's own request after an accept before Alt+\
+const NEXT_TRIGGER_MS = Number(opt('next-trigger-ms', '2000'));
 mkdirSync(out, { recursive: true });
 const trafficFile = join(out, 'traffic.jsonl');
 rmSync(trafficFile, { force: true });
@@ -328,11 +339,177 @@ async function accept() {
     return { signature, retries, range: item.range ?? null, insertText: insert, filterText: item.filterText ?? null, command: item.command ?? null, screenshot: shot };
 }
 
+/** The ghost text as shown, read in the page (for the page-side watcher below). */
+function ghostInPage() {
+    const clean = (s) => (s ?? '').replace(/\u00a0/g, ' ');
+    const root = document.querySelector('.monaco-editor');
+    const inline = [...root.querySelectorAll('.view-lines .ghost-text-decoration, .view-lines .ghost-text-decoration-preview')]
+        .map((e) => clean(e.textContent)).join('');
+    const lines = [...root.querySelectorAll('.suggest-preview-text .view-line')].map((e) => clean(e.textContent));
+    return inline + (lines.length ? '\n' + lines.join('\n') : '');
+}
+
+const maxRequestId = () => Math.max(0, ...requests().map((r) => (typeof r.id === 'number' ? r.id : 0)));
+const delta = (a, b, key) => (b.outcomes[key] ?? 0) - (a.outcomes[key] ?? 0);
+
+async function acceptNext() {
+    // A fresh cursor state in the accept scenario's document (below the function it
+    // accepted): type a function, wait for its ghost text, read it for READ_MS as a user
+    // does, Tab, then time the next ghost text at the new cursor. The Tab's keydown and
+    // the first frame showing the next ghost text are both timed in the page (rAF).
+    // The small model has nothing more to say after accepting a whole function body (the
+    // block is done), so the cursor states are top-level statements (a block there ends at
+    // a blank line, and the next suggestion is the next paragraph); when one gives no
+    // ghost text, or nothing after the accept, try the next one and say so (`tried`).
+    const candidates = [
+        ['RED = 1', 'GREEN = 2', ''],
+        ['MAX_LINE_LENGTH = 80', ''],
+        ['# limits', 'MAX_LINES = 100', ''],
+        ['def count_lines(text: str) -> int:', '"""Return the number of lines in text."""', ''],
+    ];
+    const tried = [];
+    for (const lines of candidates) {
+        const signature = lines.filter(Boolean).join(' / ');
+        await page.keyboard.press('Escape');
+        await newTopLevelLine();
+        await typeLines(['', '', ...lines]);
+        const { ghost: shown0 } = await waitGhost(`accept-next (${signature})`, 1);
+        if (!shown0.trim()) {
+            tried.push({ signature, why: 'no ghost text' });
+            continue;
+        }
+        // the ghost text may still grow (an early answer's first lines, then all of it)
+        let shown = shown0;
+        for (let i = 0; i < 5; i++) {
+            await sleep(100);
+            const g = await ghost();
+            if (g === shown) break;
+            shown = g;
+        }
+        const sShown = await stats();
+        await sleep(READ_MS); // the user reads the suggestion
+        const sTab = await stats();
+        shown = await ghost();
+        check(shown.trim(), 'the ghost text went away while the user read it');
+        const sug = lastSuggestion();
+        const firstId = maxRequestId();
+        const before = await value();
+        await evaluate((fnSrc) => {
+            const read = new Function(`return (${fnSrc})()`);
+            const w = { tab: null, empty: false, at: null, text: '' };
+            window.harness.nextGhost = w;
+            const onKey = (e) => {
+                if (e.key !== 'Tab' || w.tab !== null) return;
+                w.tab = performance.now();
+                window.removeEventListener('keydown', onKey, true);
+                const frame = () => {
+                    const g = read();
+                    if (!g.trim()) w.empty = true;
+                    else if (w.empty || g !== w.shown) {
+                        w.at = performance.now();
+                        w.text = g;
+                        return;
+                    }
+                    requestAnimationFrame(frame);
+                };
+                requestAnimationFrame(frame);
+            };
+            window.addEventListener('keydown', onKey, true);
+        }, ghostInPage.toString());
+        await evaluate((s) => { window.harness.nextGhost.shown = s; }, shown);
+        await page.keyboard.press('Tab');
+        const accepted = await value();
+        check(accepted !== before, 'Tab did not accept the suggestion');
+        // VS Code asks again by itself after an accept (the document changed). If it sends
+        // no inline request within NEXT_TRIGGER_MS, do what a user would: Alt+\ (the
+        // editor.action.inlineSuggest.trigger keybinding).
+        let trigger = 'automatic';
+        const tabAt = Date.now();
+        let verdict;
+        for (;;) {
+            const w = await evaluate(() => window.harness.nextGhost);
+            if (w.at !== null) {
+                verdict = w;
+                break;
+            }
+            const mine = requests('textDocument/inlineCompletion').filter((r) => r.id > firstId);
+            if (!mine.length && trigger === 'automatic' && Date.now() - tabAt > NEXT_TRIGGER_MS) {
+                trigger = 'Alt+\\ (editor.action.inlineSuggest.trigger)';
+                say('accept-next: no inline request after the accept; pressing Alt+\\');
+                await page.keyboard.press('Alt+Backslash');
+            }
+            const answered = mine.length && mine.every((r) => r.responses.length || r.cancelled);
+            if ((answered && Date.now() - tabAt > 8000) || Date.now() - tabAt > GHOST_WAIT_MS) {
+                verdict = w;
+                break;
+            }
+            await sleep(50);
+        }
+        const s1 = await stats();
+        const mine = requests('textDocument/inlineCompletion').filter((r) => r.id > firstId);
+        const answers = mine.map((r) => {
+            const res = r.responses[0]?.result;
+            const items = res ? (Array.isArray(res) ? res : res.items) : [];
+            const item = items?.[0];
+            const text = item ? (typeof item.insertText === 'string' ? item.insertText : item.insertText.value) : '';
+            return { id: r.id, cancelled: r.cancelled, error: r.responses[0]?.error?.code ?? null, text, roundTripMs: null };
+        });
+        // each request's round trip, from the bridge's clock (ms since it started)
+        const tOf = new Map();
+        for (const { t, dir, msg } of traffic()) {
+            if (msg.method === 'textDocument/inlineCompletion' && dir === 'c2s') tOf.set(msg.id, t);
+            else if (dir === 's2c' && !msg.method && tOf.has(msg.id)) {
+                const a = answers.find((x) => x.id === msg.id);
+                if (a && a.roundTripMs === null) a.roundTripMs = t - tOf.get(msg.id);
+            }
+        }
+        const counts = {
+            ready: delta(sTab, s1, 'ready'),
+            typedThrough: delta(sTab, s1, 'typed_through'),
+            suggestion: delta(sTab, s1, 'suggestion') + delta(sTab, s1, 'early'),
+            empty: delta(sTab, s1, 'empty'),
+            shared: delta(sTab, s1, 'shared'),
+            prefetched: delta(sTab, s1, 'prefetched'),
+            prefetchCancelled: delta(sTab, s1, 'prefetch_cancelled'),
+            generations: s1.total.generations - sTab.total.generations,
+        };
+        const attempt = {
+            signature,
+            readMs: READ_MS,
+            shown,
+            shownInsertText: sug ? (typeof sug.item.insertText === 'string' ? sug.item.insertText : sug.item.insertText.value) : null,
+            prefetchedWhileReading: delta(sShown, sTab, 'prefetched'),
+            trigger,
+            requestsAfterAccept: answers,
+            counts,
+        };
+        if (verdict.at === null) {
+            attempt.why = answers.length ? 'the server answered the state after the accept with nothing' : 'no inline request after the accept';
+            tried.push(attempt);
+            say(`accept-next: no next ghost text for ${signature} (${attempt.why})`);
+            continue;
+        }
+        const nextGhost = verdict.text;
+        const latencyMs = Math.round(verdict.at - verdict.tab);
+        // the next ghost text belongs to an answer for the state after the accept
+        const from = answers.filter((a) => a.text.trim() && nextGhost.trim() && a.text.replace(/\s+$/, '').endsWith(nextGhost.replace(/\s+$/, '').split('\n').pop().trim()));
+        check(from.length, `the next ghost text ${JSON.stringify(nextGhost.slice(0, 60))} matches no answer after the accept`);
+        // without a model run: answered from the background suggestion (ready) and no
+        // foreground generation (suggestion / shared) in between
+        const withoutModelRun = counts.ready > 0 && counts.suggestion === 0 && counts.shared === 0;
+        return { signature, tried, readMs: READ_MS, shown, accepted: accepted.slice(before.length - 200), nextGhostAppeared: true, latencyMs, nextGhost, trigger,
+            withoutModelRun, prefetchedWhileReading: attempt.prefetchedWhileReading, counts, requestsAfterAccept: answers };
+    }
+    throw new Error(`no next ghost text after accepting in any of ${candidates.length} functions: ${JSON.stringify(tried).slice(0, 3000)}`);
+}
+
 async function typeThrough() {
     // Undo the accepted suggestion (Ctrl+Z) and take it again letter by letter: the same
     // cursor state, so the small model's answer is known to be non-empty.
     check(accepted, 'needs the accept scenario');
-    for (let i = 0; i < 5 && (await value()) !== accepted.before; i++) await page.keyboard.press('Control+z');
+    // (back over what accept-next typed and accepted too)
+    await page.keyboard.press('Escape');
+    for (let i = 0; i < 400 && (await value()) !== accepted.before; i++) await page.keyboard.press('Control+z');
     check((await value()) === accepted.before, 'Ctrl+Z did not restore the text before the accept');
     const signature = 'undo of the accept';
     await waitGhost('type-through');
@@ -468,7 +645,7 @@ async function codeAction() {
 const results = [];
 let failed = 0;
 try {
-    for (const [name, fn] of [['accept', accept], ['type-through', typeThrough], ['type-away', typeAway], ['code-action', codeAction]]) {
+    for (const [name, fn] of [['accept', accept], ['accept-next', acceptNext], ['type-through', typeThrough], ['type-away', typeAway], ['code-action', codeAction]]) {
         if (only && !only.split(',').includes(name)) continue;
         const started = Date.now();
         try {
