@@ -193,10 +193,12 @@ class Completer:
                 self.metrics.outcome("superseded")
             inflight = self._start(doc, ctx, settings, key)
         else:
-            if inflight.background:  # the state prepared in the background was asked for
+            if inflight.background:  # the state being prepared in the background was asked for
                 inflight.background = False
                 self.host.promote(inflight.cancel)
-            self.metrics.outcome("shared")
+                self.metrics.outcome("prefetch_joined")
+            else:
+                self.metrics.outcome("shared")
         inflight.waiters += 1
         try:
             # the whole answer, or (block mode, slow model) its first lines while the rest

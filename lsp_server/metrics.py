@@ -70,6 +70,9 @@ class ServerMetrics:
         self.requests: dict[str, int] = {}
         self.outcomes: dict[str, int] = {}
         self.methods: dict[str, MethodCounters] = {}
+        # background suggestions (prefetch) are counted apart: ``methods``, ``total`` and
+        # ``last`` describe the generations that answered requests
+        self.prefetch = MethodCounters()
         self.latencies: deque[float] = deque(maxlen=keep_latencies)
         self.last: dict[str, Any] | None = None
 
@@ -87,6 +90,9 @@ class ServerMetrics:
 
     def generation(self, st: GenStats, kind: str) -> None:
         with self._lock:
+            if kind == "prefetch":
+                self.prefetch.add(st)
+                return
             self.methods.setdefault(st.method or "?", MethodCounters()).add(st)
             self.last = {
                 "kind": kind,
@@ -117,6 +123,7 @@ class ServerMetrics:
                 "outcomes": dict(self.outcomes),
                 "methods": {k: v.to_json() for k, v in self.methods.items()},
                 "total": total.to_json(),
+                "prefetch": self.prefetch.to_json(),
                 "latencyMs": {
                     "count": len(lat),
                     "p50": None if not lat else 1000.0 * _percentile(lat, 0.5),

@@ -1,0 +1,119 @@
+"""The prefill a keystroke runs: KV reuse, chunks, cancellation and the first-token
+constraint of token healing (fp32, tiny random models)."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+import torch
+
+from fastcoder.config import DecodeConfig
+from fastcoder.datastore import TokenDatastore
+from fastcoder.drafters import Sources
+from fastcoder.engine import Engine
+from fastcoder.session import Session
+from fastcoder.verifier import KVState, Verifier
+
+
+def _prompt(rng: random.Random, n: int, vocab: int) -> list[int]:
+    return [rng.randrange(4, vocab) for _ in range(n)]
+
+
+@pytest.mark.parametrize("chunk", [5, 128])
+def test_reused_kv_gives_the_logits_of_a_fresh_prefill(tiny_model, chunk):
+    rng = random.Random(3)
+    vocab = tiny_model.config.vocab_size
+    v = Verifier(tiny_model)
+    v.prefill_chunk = chunk
+    a = _prompt(rng, 60, vocab)
+    # as typing does: the same start, a changed and longer end
+    b = a[:45] + _prompt(rng, 9, vocab)
+    c = b[:-3]  # backspace
+    kv = KVState()
+    v.prefill(kv, a)
+    for ids in (b, c, b):
+        tok, prefilled, _ = v.prefill(kv, ids)
+        reused = v.last_logits.clone()
+        assert 1 <= prefilled <= 9  # only the changed end ran (the first 45 tokens never change)
+        fresh = Verifier(tiny_model)
+        fresh.prefill_chunk = 10_000  # one forward over the whole prompt
+        ftok, fprefilled, _ = fresh.prefill(KVState(), ids)
+        assert fprefilled == len(ids)
+        assert tok == ftok
+        torch.testing.assert_close(reused, fresh.last_logits, atol=1e-5, rtol=0)
+
+
+def test_reuse_prefills_only_what_changed(tiny_model):
+    rng = random.Random(4)
+    vocab = tiny_model.config.vocab_size
+    v = Verifier(tiny_model)
+    v.prefill_chunk = 8
+    a = _prompt(rng, 50, vocab)
+    kv = KVState()
+    assert v.prefill(kv, a)[1] == 50
+    assert v.prefill(kv, a + [7, 8])[1] == 2
+    assert v.prefill(kv, a[:30])[1] == 1  # shorter: the last token is fed again for its logits
+
+
+def test_allowed_first_token_is_the_greedy_choice_among_them(tiny_model):
+    rng = random.Random(5)
+    vocab = tiny_model.config.vocab_size
+    v = Verifier(tiny_model)
+    ids = _prompt(rng, 20, vocab)
+    free, _, _ = v.prefill(KVState(), ids)
+    logits = v.last_logits[0]
+    allowed = [t for t in rng.sample(range(vocab), 40) if t != free]
+    tok, _, _ = v.prefill(KVState(), ids, allowed=allowed)
+    assert tok in allowed
+    assert tok == max(allowed, key=lambda t: float(logits[t]))
+    with pytest.raises(ValueError):
+        v.prefill(KVState(), ids, allowed=[])
+
+
+def test_cancel_stops_between_chunks_and_keeps_what_was_prefilled(tiny_model):
+    rng = random.Random(6)
+    vocab = tiny_model.config.vocab_size
+    v = Verifier(tiny_model)
+    v.prefill_chunk = 10
+    ids = _prompt(rng, 45, vocab)
+    kv = KVState()
+    cancel = threading.Event()
+    cancel.set()
+    tok, done, _ = v.prefill(kv, ids, cancel=cancel)
+    assert tok is None and done == 10 and kv.ids == ids[:10]  # one chunk, then it stopped
+    tok, prefilled, _ = v.prefill(kv, ids)
+    assert prefilled == 35  # the chunk done before the cancel is reused
+    assert tok == Verifier(tiny_model).prefill(KVState(), ids)[0]
+
+
+def test_a_cancelled_prefill_ends_the_generation(tiny_model, tiny_tokenizer):
+    engine = Engine(tiny_model, tiny_tokenizer)
+    engine.verifier.prefill_chunk = 4
+    cancel = threading.Event()
+    cancel.set()
+    gen = engine.generate(list(range(10, 40)), DecodeConfig(method="fastcoder", max_new_tokens=8), cancel=cancel)
+    assert gen.cancelled and gen.tokens == [] and gen.stats.stop_reason == "cancelled"
+
+
+def test_every_drafter_keeps_the_first_token_constraint_lossless(tiny_model, tiny_tokenizer):
+    """The first token is chosen among the allowed ids in the one prefill, so every
+    method's output equals AR's under the same constraint (fp32)."""
+    engine = Engine(tiny_model, tiny_tokenizer)
+    vocab = len(tiny_tokenizer)
+    for seed in range(6):
+        rng = random.Random(seed)
+        prompt = _prompt(rng, rng.randint(3, 40), vocab)
+        allowed = rng.sample(range(4, vocab), rng.randint(1, 30))
+        ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=20), first_allowed=allowed).tokens
+        assert ar[0] in allowed
+        free = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=20)).tokens
+        docs = [prompt + ar, ar[3:] + free, free]
+        sources = Sources(dr=TokenDatastore.build(docs), dc=TokenDatastore.build(docs[1:]))
+        for method in ("pld", "rest", "fastcoder", "reuse"):
+            gen = engine.generate(
+                prompt, DecodeConfig(method=method, max_new_tokens=20, max_draft_tokens=rng.choice([4, 16])),
+                session=Session(DecodeConfig()), sources=sources, reference=ar[1:], first_allowed=allowed,
+            )  # fmt: skip
+            assert gen.tokens == ar, method

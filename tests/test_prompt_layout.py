@@ -1,0 +1,236 @@
+"""The anchored prompt layout under editing: typing, backspace, cursor moves,
+auto-closed brackets, paste, undo and an edit above the cursor.
+
+What must hold for every state (checked by :func:`check`): the prompt is
+``<fim_prefix> head <fim_suffix> suffix <fim_middle> typed``, where ``head + typed +
+heal`` is exactly the document before the cursor (from the kept start), the suffix is
+the start of the document after the cursor (auto-closers at the cursor left out), the
+prompt fits ``maxPromptTokens`` and every allowed first token starts with ``heal``.
+And what the layout is for: while the user types or deletes after the anchor, the
+prompt only changes at its end.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fastcoder.models import FimTokens
+from fastcoder.tokens import TokenInfo
+from lsp_server.prompt import CursorContext, build_prompt, heal_split, prompt_suffix
+
+FIM = FimTokens("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")
+
+DOC = '''import os
+
+
+def read_config(path):
+    """Read a config file."""
+    with open(path) as f:
+        return f.read()
+
+
+def main():
+    config = read_config("x.cfg")
+    |
+    print(config)
+'''
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_tokenizer):
+    return tiny_tokenizer
+
+
+@pytest.fixture(scope="module")
+def info(tok):
+    return TokenInfo.for_tokenizer(tok)
+
+
+class Editor:
+    """A document with a cursor and the prompts the server would build for it."""
+
+    def __init__(self, tok, info, text: str, budget: int = 2048) -> None:
+        self.tok, self.info, self.budget = tok, info, budget
+        self.cursor = text.index("|")
+        self.text = text.replace("|", "", 1)
+        self.anchor = None
+        self.prompt = None
+        self.history: list[tuple[str, int]] = []
+
+    @property
+    def ctx(self) -> CursorContext:
+        return CursorContext(self.text[: self.cursor], self.text[self.cursor :])
+
+    def build(self):
+        prev = self.prompt
+        self.prompt = build_prompt(
+            self.tok, FIM, self.ctx, self.budget, max_suffix_tokens=64, layout="anchored", anchor=self.anchor, info=self.info
+        )
+        self.anchor = self.prompt.anchor
+        check(self.tok, self.ctx, self.prompt, self.budget)
+        return prev, self.prompt
+
+    def type(self, s: str, closer: str = ""):
+        self.history.append((self.text, self.cursor))
+        self.text = self.text[: self.cursor] + s + closer + self.text[self.cursor :]
+        self.cursor += len(s)
+        return self.build()
+
+    def backspace(self, n: int = 1):
+        self.history.append((self.text, self.cursor))
+        self.text = self.text[: self.cursor - n] + self.text[self.cursor :]
+        self.cursor -= n
+        return self.build()
+
+    def undo(self):
+        self.text, self.cursor = self.history.pop()
+        return self.build()
+
+
+def check(tok, ctx: CursorContext, p, budget: int) -> None:
+    special = [tok.convert_tokens_to_ids(t) for t in (FIM.prefix, FIM.suffix, FIM.middle)]
+    assert len(p.ids) <= budget
+    assert p.ids[0] == special[0] and p.ids.count(special[1]) == 1 and p.ids.count(special[2]) == 1
+    i_suf, i_mid = p.ids.index(special[1]), p.ids.index(special[2])
+    head = tok.decode(p.ids[1:i_suf])
+    suffix = tok.decode(p.ids[i_suf + 1 : i_mid])
+    typed = tok.decode(p.ids[i_mid + 1 :])
+    assert head + typed + p.heal == ctx.prefix[p.prefix_start :]
+    skip, text = prompt_suffix(ctx)
+    assert text.startswith(suffix) and ctx.suffix[skip:].startswith(suffix)
+    if p.heal:
+        assert p.allowed
+        for t in p.allowed:
+            assert tok.decode([t]).startswith(p.heal)
+    else:
+        assert p.allowed is None
+
+
+def tail_change(prev, cur) -> int:
+    """Tokens of ``cur`` past the longest common prefix with ``prev``."""
+    n = 0
+    while n < min(len(prev.ids), len(cur.ids)) and prev.ids[n] == cur.ids[n]:
+        n += 1
+    return len(cur.ids) - n
+
+
+def test_typing_only_changes_the_end(tok, info):
+    ed = Editor(tok, info, DOC)
+    ed.build()
+    anchor = ed.anchor
+    changes = []
+    for ch in "if config is not None:\n        print(config.strip())":
+        prev, cur = ed.type(ch)
+        changes.append(tail_change(prev, cur))
+    assert ed.anchor.head == anchor.head  # one anchor for the whole typing
+    # every keystroke changes only the last few tokens of the prompt
+    assert max(changes) <= 4, changes
+
+
+def test_backspace_shrinks_the_end(tok, info):
+    ed = Editor(tok, info, DOC)
+    ed.type("value = compute")
+    head = ed.anchor.head
+    for _ in range(5):
+        prev, cur = ed.backspace()
+        assert ed.anchor.head == head
+        assert tail_change(prev, cur) <= 2
+
+
+def test_auto_closed_bracket_leaves_the_suffix_alone(tok, info):
+    ed = Editor(tok, info, DOC)
+    ed.type("value = compute")
+    head, suffix_ids = ed.anchor.head, ed.anchor.suffix_ids
+    prev, cur = ed.type("(", closer=")")  # the editor inserts ")" after the cursor
+    assert ed.ctx.suffix.startswith(")\n")
+    assert ed.anchor.head == head and ed.anchor.suffix_ids == suffix_ids
+    assert tail_change(prev, cur) <= 2
+    ed.type("path")
+    assert ed.anchor.head == head
+
+
+def test_paste_extends_the_end(tok, info):
+    ed = Editor(tok, info, DOC)
+    ed.type("x")
+    head = ed.anchor.head
+    prev, cur = ed.type("= [item.strip() for item in config.split(',') if item]")
+    assert ed.anchor.head == head
+    # only the pasted tokens (and the healed last one) are new
+    assert tail_change(prev, cur) <= len(cur.ids) - len(prev.ids) + 2
+
+
+def test_undo_gives_the_earlier_prompt_back(tok, info):
+    ed = Editor(tok, info, DOC)
+    _, first = ed.type("result = ")
+    ed.type("read_config(")
+    _, back = ed.undo()
+    assert back.ids == first.ids and back.heal == first.heal
+
+
+def test_edit_above_or_cursor_before_the_anchor_sets_a_new_anchor(tok, info):
+    ed = Editor(tok, info, DOC)
+    ed.type("value = 1")
+    old = ed.anchor.head
+    # an edit above the cursor: a new anchor (the text before the old one changed)
+    at = ed.text.index("import os") + len("import os")
+    ed.history.append((ed.text, ed.cursor))
+    ed.text = ed.text[:at] + ", sys" + ed.text[at:]
+    ed.cursor += len(", sys")
+    ed.build()
+    assert ed.anchor.head != old and ed.anchor.head.endswith("\n")
+    assert ed.anchor.head == ed.ctx.prefix[: ed.ctx.prefix.rfind("\n") + 1]  # at the line start
+    # the cursor moves up, before the anchor: a new anchor on that line
+    ed.cursor = ed.text.index("        return f.read()") + len("        return")
+    ed.build()
+    assert ed.anchor.head == ed.ctx.prefix[: ed.ctx.prefix.rfind("\n") + 1]
+
+
+def test_the_suffix_changing_sets_a_new_anchor(tok, info):
+    ed = Editor(tok, info, DOC)
+    ed.type("value = 1")
+    kept = ed.anchor.suffix_kept
+    ed.history.append((ed.text, ed.cursor))
+    at = ed.text.index("    print(config)")
+    ed.text = ed.text[:at] + "    # changed\n" + ed.text[at:]
+    ed.build()
+    assert ed.anchor.suffix_kept != kept and ed.anchor.suffix_kept.startswith("\n    # changed")
+
+
+def test_whitespace_heals_by_one_character(tok):
+    kept, heal = heal_split(tok, "    if x:\n        ")
+    assert heal == " " and kept == "    if x:\n       "
+    kept, heal = heal_split(tok, "    retu")
+    assert kept + heal == "    retu" and heal and not heal.isspace()
+    assert heal_split(tok, "") == ("", "")
+    assert heal_split(tok, "x = café")[1] == ""  # the last token is not ASCII: not healed
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    ops=st.lists(
+        st.one_of(
+            st.tuples(st.just("type"), st.text(alphabet="abc xyz()[]:=.,'\"\n\t_0", min_size=1, max_size=12)),
+            st.tuples(st.just("back"), st.integers(1, 4)),
+            st.tuples(st.just("move"), st.integers(-40, 40)),
+            st.tuples(st.just("undo"), st.just(0)),
+        ),
+        max_size=25,
+    ),
+    budget=st.sampled_from([24, 64, 300]),
+)
+def test_any_edit_sequence_keeps_the_prompt_exact_and_within_budget(tok, info, ops, budget):
+    ed = Editor(tok, info, DOC, budget=budget)
+    ed.build()
+    for op, arg in ops:
+        if op == "type":
+            ed.type(arg)
+        elif op == "back" and ed.cursor >= arg:
+            ed.backspace(arg)
+        elif op == "move":
+            ed.history.append((ed.text, ed.cursor))
+            ed.cursor = max(0, min(len(ed.text), ed.cursor + arg))
+            ed.build()
+        elif op == "undo" and ed.history:
+            ed.undo()
