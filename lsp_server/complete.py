@@ -111,6 +111,13 @@ def recall(answers: Answers, ctx: CursorContext) -> tuple[str, Suggestion] | Non
     return None
 
 
+def continues(ctx: CursorContext, start: CursorContext, text: str) -> bool:
+    """Whether ``ctx`` is ``start`` with (some or all of) ``text`` typed or accepted."""
+    if ctx.suffix != start.suffix or not ctx.prefix.startswith(start.prefix):
+        return False
+    return text.startswith(ctx.prefix[len(start.prefix) :])
+
+
 def state_key(ctx: CursorContext) -> tuple:
     """What identifies a cursor state (the document's text around the cursor)."""
     return (len(ctx.prefix), len(ctx.suffix), hash(ctx.prefix), hash(ctx.suffix), ctx.mode)
@@ -159,7 +166,9 @@ class Completer:
         self._rest: dict[str, tuple[str, list[int]]] = {}  # uri -> (rest-of-file text, ids)
         self.model_latency: deque[float] = deque(maxlen=20)  # recent model-run answers (s)
 
-    async def complete(self, doc: DocumentState, version: Any, ctx: CursorContext) -> Outcome:
+    async def complete(self, doc: DocumentState, version: Any, ctx: CursorContext, invoked: bool = False) -> Outcome:
+        """The suggestion at ``ctx``. ``invoked``: the user asked explicitly (an empty
+        answer remembered for this state is not repeated: the model runs again)."""
         t0 = time.perf_counter()
         settings = self.settings()
         if not settings.enabled:
@@ -167,7 +176,8 @@ class Completer:
         if not self.host.ready:
             return Outcome("", ctx.mode, "loading")
         self.registry.touch(doc.uri)
-        if settings.reuse_suggestions and (hit := recall(doc.answers, ctx)) is not None:
+        hit = recall(doc.answers, ctx) if settings.reuse_suggestions else None
+        if hit is not None and not (invoked and not hit[0].strip()):
             text, source = hit
             doc.answers.use(source)
             reason = "ready" if source.background else "typed"
@@ -178,6 +188,17 @@ class Completer:
 
         key = (*state_key(ctx), self.host.generation, id(settings))
         inflight = doc.inflight
+        if (
+            settings.reuse_suggestions and inflight is not None and inflight.shown and inflight.future is not None
+            and not inflight.cancel.is_set() and inflight.key[-2:] == key[-2:]
+            and continues(ctx, inflight.ctx, inflight.shown)
+        ):  # fmt: skip
+            # the user took (part of) the first lines answered early while the block goes
+            # on: its end answers this state too, so wait for it instead of starting over
+            joined = await self._join(inflight, ctx, t0)
+            if joined is not None:
+                return joined
+            inflight = doc.inflight
         if inflight is None or inflight.key != key or inflight.cancel.is_set() or inflight.future is None:
             wait = self.debounce_s(doc, settings)
             if wait > 0:
@@ -229,11 +250,31 @@ class Completer:
         self.metrics.outcome("early" if early else ("suggestion" if text else "empty"))
         return Outcome(text, ctx.mode, ("early" if early else "ok") if text else "empty", stats, seconds)
 
+    async def _join(self, inflight: Inflight, ctx: CursorContext, t0: float) -> Outcome | None:
+        """Wait for a running block whose early answer ``ctx`` continues; its rest for
+        ``ctx``, or None (it was superseded or has nothing more: start a new one)."""
+        inflight.waiters += 1
+        try:
+            await asyncio.wait({inflight.future, inflight.gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            inflight.waiters -= 1
+        fut = inflight.future
+        if not fut.done() or fut.cancelled() or fut.exception() is not None:
+            return None
+        text, stats = fut.result()
+        if text is None:
+            return None
+        rest = typed_through(Suggestion(inflight.ctx.prefix, inflight.ctx.suffix, inflight.ctx.mode, text), ctx)
+        if rest is None:
+            return None
+        self.metrics.outcome("joined_block")
+        return Outcome(rest, ctx.mode, "typed", stats, time.perf_counter() - t0)
+
     def _start(self, doc: DocumentState, ctx: CursorContext, settings: ServerSettings, key: tuple,
                background: bool = False) -> Inflight:  # fmt: skip
         """Loop thread: queue a generation for ``ctx`` on the model thread."""
         loop = asyncio.get_running_loop()
-        inflight = Inflight(key, early=loop.create_future(), gone=loop.create_future(), background=background)
+        inflight = Inflight(key, early=loop.create_future(), gone=loop.create_future(), background=background, ctx=ctx)
         docs = self._open_documents()
         inflight.future = self.host.submit(
             self._generate, inflight, doc, ctx, settings, self.host.generation, loop, docs,
@@ -277,8 +318,8 @@ class Completer:
             return
         doc.answers.add(Suggestion(ctx.prefix, ctx.suffix, ctx.mode, text, background=inflight.background))
         if inflight.background:
-            self.metrics.outcome("prefetched")
-        if text.strip():
+            self.metrics.outcome("prefetched")  # one step ahead only: no prefetch of a prefetch
+        elif text.strip():
             self._prefetch(doc, after_accept(ctx, text), settings)
 
     def _prefetch(self, doc: DocumentState, states: list[CursorContext], settings: ServerSettings) -> None:
@@ -302,6 +343,7 @@ class Completer:
         if inflight.early is None or inflight.early.done() or inflight.cancel.is_set():
             return
         inflight.early.set_result((text, None))
+        inflight.shown = text
         if inflight.future is None or not inflight.future.done():
             doc.answers.add(Suggestion(ctx.prefix, ctx.suffix, ctx.mode, text, background=inflight.background))
 

@@ -22,6 +22,7 @@ def _percentile(values: list[float], q: float) -> float | None:
 class MethodCounters:
     generations: int = 0
     new_tokens: int = 0
+    decoded_tokens: int = 0  # new tokens after the first (which comes from the prefill)
     forward_steps: int = 0
     draft_tokens: int = 0
     accepted_draft_tokens: int = 0
@@ -34,6 +35,7 @@ class MethodCounters:
     def add(self, st: GenStats) -> None:
         self.generations += 1
         self.new_tokens += st.new_tokens
+        self.decoded_tokens += max(st.new_tokens - 1, 0)
         self.forward_steps += st.forward_steps
         self.draft_tokens += st.draft_tokens
         self.accepted_draft_tokens += sum(st.accept_lengths)
@@ -44,7 +46,7 @@ class MethodCounters:
         self.stop_reasons[st.stop_reason or "?"] = self.stop_reasons.get(st.stop_reason or "?", 0) + 1
 
     def to_json(self) -> dict[str, Any]:
-        decoded = max(self.new_tokens - self.generations, 0)  # first token comes from the prefill
+        decoded = self.decoded_tokens  # a generation cancelled in its prefill has no token at all
         return {
             "generations": self.generations,
             "newTokens": self.new_tokens,
@@ -112,7 +114,7 @@ class ServerMetrics:
         with self._lock:
             total = MethodCounters()
             for m in self.methods.values():
-                for name in ("generations", "new_tokens", "forward_steps", "draft_tokens", "accepted_draft_tokens",
+                for name in ("generations", "new_tokens", "decoded_tokens", "forward_steps", "draft_tokens", "accepted_draft_tokens",
                              "prompt_tokens", "prefill_tokens", "prefill_s", "decode_s"):  # fmt: skip
                     setattr(total, name, getattr(total, name) + getattr(m, name))
                 for k, v in m.stop_reasons.items():

@@ -414,14 +414,14 @@ class FastCoderServer(LanguageServer):
             super().report_server_error(error, source)
 
     # ------------------------------------------------------------------ completion
-    async def complete_at(self, uri: str, position: types.Position, kind: str) -> tuple[Outcome, CursorContext]:
+    async def complete_at(self, uri: str, position: types.Position, kind: str, invoked: bool = False) -> tuple[Outcome, CursorContext]:
         self.metrics.request(kind)
         doc = open_document(self.workspace, uri)
         offset = offset_at(doc, position)
         state = self.registry.get(doc.uri) or self.registry.open(doc.uri, self.settings.engine)
         source = doc.source
         ctx = CursorContext(source[:offset], source[offset:])
-        outcome = await self.completer.complete(state, doc.version, ctx)
+        outcome = await self.completer.complete(state, doc.version, ctx, invoked)
         if outcome.reason == "loading":
             self.status(*self.overall_status())
         return outcome, ctx
@@ -602,7 +602,8 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     @_guard
     async def inline_completion(ls: FastCoderServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
-        outcome, _ctx = await ls.complete_at(params.text_document.uri, params.position, "inline")
+        invoked = params.context is not None and params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
+        outcome, _ctx = await ls.complete_at(params.text_document.uri, params.position, "inline", invoked)
         if not outcome.text:
             return types.InlineCompletionList(items=[])
         here = types.Range(start=params.position, end=params.position)

@@ -139,6 +139,8 @@ class Inflight:
     waiters: int = 0
     superseded: bool = False
     background: bool = False  # computed ahead of any request (lowest priority)
+    ctx: Any = None  # the lsp_server.prompt.CursorContext it generates for
+    shown: str | None = None  # the first lines answered early (the generation goes on)
 
     def supersede(self) -> None:
         """Loop thread: a newer state replaces this one; stop the engine, free the waiters."""

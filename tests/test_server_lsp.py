@@ -549,7 +549,9 @@ async def test_stats_report_methods_and_prefill_saving(client: LanguageClient):
     assert info["model"]["state"] == "ready" and info["model"]["fim"] is True
     assert info["total"]["generations"] >= 1
     method = info["methods"]["fastcoder"]
-    assert method["meanAcceptLength"] is None or method["meanAcceptLength"] >= 1.0
+    # every step commits its bonus token, except a step whose token ends the output
+    # (EOS or a FIM token, not counted as output): a few of those in hundreds of steps
+    assert method["meanAcceptLength"] is None or method["meanAcceptLength"] >= 0.95
     assert 0.0 <= info["total"]["prefillSaving"] <= 1.0
 
 
@@ -609,3 +611,75 @@ async def test_code_action_respects_the_requested_kinds(client: LanguageClient, 
     assert await kinds([types.CodeActionKind.Refactor]) == 1
     assert await kinds([types.CodeActionKind.RefactorRewrite]) == 1
     assert await kinds([types.CodeActionKind.RefactorExtract]) == 0
+
+
+async def test_accepted_suggestion_is_followed_by_one_prepared_in_the_background(client: LanguageClient, workspace):
+    """With ``prefetch`` the server computes, once a suggestion is shown and the model
+    is idle, the suggestion for the state after accepting it: the request after the
+    accept is answered without a model run (outcome ``ready``)."""
+    uri = (workspace / "prefetch.py").as_uri()
+    open_doc(client, uri, BODY)
+    pos = _end_of(BODY, "    config = read_config(sys.argv[1])")
+    await configure(client, prefetch=True, maxNewTokens=6, method="fastcoder", promptLayout="psm")
+    try:
+        first = await client.text_document_inline_completion_async(inline_params(uri, pos))
+        (item,) = first.items
+        text = item.insert_text
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            info = await stats(client)
+            if info["outcomes"].get("prefetched", 0) >= 1 and info["model"]["busy"] is None:
+                break
+            await asyncio.sleep(0.05)
+        assert info["outcomes"].get("prefetched", 0) >= 1, info["outcomes"]
+        before = info
+        change_doc(client, uri, 2, pos, text)  # Tab: the suggestion is in the buffer
+        lines = text.split("\n")
+        after = types.Position(line=pos.line + len(lines) - 1,
+                               character=(pos.character if len(lines) == 1 else 0) + len(lines[-1]))  # fmt: skip
+        await client.text_document_inline_completion_async(inline_params(uri, after))
+        now = await stats(client)
+        assert now["outcomes"].get("ready", 0) == before["outcomes"].get("ready", 0) + 1, (repr(text), now["outcomes"], before["outcomes"])
+        assert now["total"]["generations"] == before["total"]["generations"]  # no model run for it
+    finally:
+        await configure(client, prefetch=False, maxNewTokens=16, promptLayout="anchored")
+
+
+async def test_superseded_queued_request_is_answered_at_once(client: LanguageClient, workspace):
+    """A request waiting in the model queue behind another document's generation is
+    answered (empty) the moment a newer request for its document supersedes it."""
+    busy_uri = (workspace / "busy.py").as_uri()
+    line = "def total(values):"
+    text = BODY.replace(line, line + "\n        ")
+    open_doc(client, busy_uri, text)
+    slow = types.Position(line=_find(text, line).line + 1, character=8)
+    uri = (workspace / "queued.py").as_uri()
+    open_doc(client, uri, BODY)
+    # psm: at this cursor the tiny random model runs long under it (see the early-answer test)
+    await configure(client, maxNewTokens=4000, method="ar", timeBudgetMs=0, promptLayout="psm")
+    try:
+        running = asyncio.ensure_future(client.protocol.send_request_async(
+            types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(busy_uri, slow), msg_id="busy-running"))  # fmt: skip
+        while True:
+            busy = (await stats(client))["model"]["busy"]
+            if busy and busy["task"] == f"completion {busy_uri}":
+                break
+            await asyncio.sleep(0.02)
+        queued = asyncio.ensure_future(
+            client.text_document_inline_completion_async(inline_params(uri, _end_of(BODY, "    return result")))
+        )
+        await asyncio.sleep(0.3)
+        assert not queued.done()  # waits behind the running generation
+        t0 = time.monotonic()
+        newer = asyncio.ensure_future(
+            client.text_document_inline_completion_async(inline_params(uri, _end_of(BODY, "        result += value")))
+        )
+        result = await asyncio.wait_for(queued, 30)
+        assert list(result.items) == [] and time.monotonic() - t0 < 2.0
+        assert not running.done()  # answered while the other generation still runs
+        client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="busy-running"))
+        with pytest.raises(JsonRpcException):
+            await asyncio.wait_for(running, 30)
+        assert isinstance(await asyncio.wait_for(newer, 60), types.InlineCompletionList)
+    finally:
+        await configure(client, maxNewTokens=16, method="fastcoder", promptLayout="anchored")

@@ -1,0 +1,90 @@
+"""The model thread's priorities: a background job (the prefetched suggestion) is
+cancelled by any foreground job, and the adaptive debounce's arithmetic."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from types import SimpleNamespace
+
+from lsp_server.complete import Completer, after_accept, continues, recall
+from lsp_server.model_host import ModelHost
+from lsp_server.prompt import CursorContext
+from lsp_server.sessions import Answers, Suggestion, TypingClock
+
+
+def test_a_foreground_job_cancels_the_background_one():
+    host = ModelHost(lambda *_: None, lambda *_: None)
+    started = threading.Event()
+
+    def background(cancel: threading.Event) -> str:
+        started.set()
+        for _ in range(500):  # as the engine does: checks its event between forwards
+            if cancel.is_set():
+                return "cancelled"
+            time.sleep(0.01)
+        return "finished"
+
+    async def main():
+        cancel = threading.Event()
+        bg = host.submit(background, cancel, label="prefetch", background=True, cancel=cancel)
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        fg = host.submit(lambda: "answer", label="completion")
+        assert await asyncio.wait_for(fg, 5) == "answer"
+        assert await bg == "cancelled"
+        # a promoted one (a request now waits for it) is no longer cancelled
+        cancel2 = threading.Event()
+        host.submit(lambda: None, label="prefetch", background=True, cancel=cancel2)
+        host.promote(cancel2)
+        await host.submit(lambda: None, label="completion")
+        assert not cancel2.is_set()
+
+    try:
+        asyncio.run(main())
+    finally:
+        host.close()
+
+
+def test_answers_remember_states_and_typed_through():
+    answers = Answers(size=3)
+    answers.add(Suggestion("a = ", "\n", "block", "compute(x)"))
+    answers.add(Suggestion("a = compute(x)", "\n", "block", "", background=True))
+    hit = recall(answers, CursorContext("a = comp", "\n"))
+    assert hit is not None and hit[0] == "ute(x)"
+    hit = recall(answers, CursorContext("a = compute(x)", "\n"))  # accepted: the prepared (empty) answer
+    assert hit is not None and hit[0] == "" and hit[1].background
+    assert recall(answers, CursorContext("b = ", "\n")) is None
+    for i in range(3):
+        answers.add(Suggestion(f"s{i}", "", "block", "x"))
+    assert len(answers) == 3 and recall(answers, CursorContext("a = ", "\n")) is None  # LRU
+
+
+def test_after_accept_states_and_continues():
+    ctx = CursorContext("def f():\n    ", "\n")
+    states = after_accept(ctx, "x = 1\n    return x")
+    assert [s.prefix for s in states] == ["def f():\n    x = 1\n    return x", "def f():\n    x = 1"]
+    assert len(after_accept(ctx, "return 1")) == 1
+    assert continues(CursorContext("def f():\n    x = ", "\n"), ctx, "x = 1\n")
+    assert not continues(CursorContext("def f():\n    y", "\n"), ctx, "x = 1\n")
+
+
+def test_debounce_adapts_to_typing_and_latency():
+    doc = SimpleNamespace(typing=TypingClock())
+    fake = SimpleNamespace(model_latency=deque())
+    settings = SimpleNamespace(debounce_ms="auto")
+    now = time.monotonic()
+    for i in range(6):  # typing every 100 ms
+        doc.typing.changed(now - 0.6 + 0.1 * i)
+    assert abs(doc.typing.interval - 0.1) < 1e-6
+    wait = Completer.debounce_s(fake, doc, settings)
+    assert 0.0 < wait <= 0.15 + 1e-6  # 1.5 intervals, less the time since the last change
+    fake.model_latency.extend([0.5, 0.6, 0.7])  # a slow model starts at once
+    assert Completer.debounce_s(fake, doc, settings) == 0.0
+    settings.debounce_ms = 0
+    assert Completer.debounce_s(fake, doc, settings) == 0.0
+    settings.debounce_ms = 300
+    doc.typing.changed()
+    assert 0.25 < Completer.debounce_s(fake, doc, settings) <= 0.3
