@@ -55,8 +55,8 @@ after-accept request counts as *ready* when the server's ``outcomes["ready"]`` c
 (``fastcoder.stats``; missing = 0) rose during it: answered, without a model run, from a
 suggestion prepared in the background; a ready or typed-through answer never counts as
 a model run. ``--accept-delay-ms`` waits (real time) before the Tab, for the user to
-read the suggestion (default 0: the hardest case for background work, as keystrokes
-also go out without real-time pauses).
+read the suggestion (default 1000 ms, a user reading a one-line ghost text; 0 is the
+hardest case for background work, as keystrokes also go out without real-time pauses).
 
 Also reported per key: every request's round trip (``all_requests``: n, p50, p95, max),
 the tokens prefilled per model-run request (median, p95), with --accept the
@@ -969,8 +969,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--accept", action="store_true",
                     help="the user presses Tab on a suggestion that is what they type next, then types on; "
                          "the editor asks again at once (after-accept requests)")
-    ap.add_argument("--accept-delay-ms", type=float, default=0.0,
-                    help="with --accept: real time the user takes to read a suggestion before Tab (default 0: at once)")
+    ap.add_argument("--accept-delay-ms", type=float, default=1000.0,
+                    help="with --accept: real time the user takes to read a suggestion before Tab (default 1000 ms; "
+                         "0: at once, the hardest case for the background suggestion)")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--max-prompt-tokens", type=int, default=2048, help="the server's context window (maxPromptTokens)")
     ap.add_argument("--time-budget-ms", type=int, default=2000)
