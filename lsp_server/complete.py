@@ -195,7 +195,7 @@ class Completer:
         ):  # fmt: skip
             # the user took (part of) the first lines answered early while the block goes
             # on: its end answers this state too, so wait for it instead of starting over
-            joined = await self._join(inflight, ctx, t0)
+            joined = await self._join(inflight, ctx, t0, settings.early_answer_s)
             if joined is not None:
                 return joined
             inflight = doc.inflight
@@ -250,12 +250,27 @@ class Completer:
         self.metrics.outcome("early" if early else ("suggestion" if text else "empty"))
         return Outcome(text, ctx.mode, ("early" if early else "ok") if text else "empty", stats, seconds)
 
-    async def _join(self, inflight: Inflight, ctx: CursorContext, t0: float) -> Outcome | None:
+    async def _join(self, inflight: Inflight, ctx: CursorContext, t0: float, early_s: float | None) -> Outcome | None:
         """Wait for a running block whose early answer ``ctx`` continues; its rest for
-        ``ctx``, or None (it was superseded or has nothing more: start a new one)."""
+        ``ctx``, or None (it was superseded or has nothing more: start a new one). After
+        ``early_s`` the whole lines it has generated beyond ``ctx`` answer at once (the
+        block goes on for the next request)."""
+        start = inflight.ctx
         inflight.waiters += 1
         try:
-            await asyncio.wait({inflight.future, inflight.gone}, return_when=asyncio.FIRST_COMPLETED)
+            pending = {inflight.future, inflight.gone}
+            deadline = time.perf_counter() + (early_s or 0.0)
+            while True:
+                left = deadline - time.perf_counter() if early_s is not None else None
+                done, _ = await asyncio.wait(pending, timeout=left if left is None or left > 0 else 0.05,
+                                             return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+                if done:
+                    break
+                if inflight.partial:
+                    rest = typed_through(Suggestion(start.prefix, start.suffix, start.mode, inflight.partial), ctx)
+                    if rest is not None:
+                        self.metrics.outcome("joined_block")
+                        return Outcome(rest, ctx.mode, "early", None, time.perf_counter() - t0)
         finally:
             inflight.waiters -= 1
         fut = inflight.future
@@ -448,6 +463,7 @@ class Completer:
         early_s = settings.early_answer_s if ctx.mode == "block" else None
         t_start = time.perf_counter()
         published = False
+        whole = [0]  # where the last whole line ended
 
         def stop_fn(output: str) -> int | None:
             nonlocal published
@@ -455,13 +471,16 @@ class Completer:
             cut = rules(text)
             if cut is not None:
                 return cut + len(heal)
-            if early_s is not None and not published and time.perf_counter() - t_start >= early_s:
+            if early_s is not None and time.perf_counter() - t_start >= early_s:
                 nl = text.rfind("\n")
-                if nl > 0 and text[:nl].strip():  # whole lines so far: answer with them now
-                    first = finalize(text[:nl], ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace)
-                    if first:
+                if nl > 0 and text[:nl].strip() and nl != whole[0]:  # whole lines so far
+                    whole[0] = nl
+                    lines = finalize(text[:nl], ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace)
+                    if lines and not published:  # answer with them now
                         published = True
-                        loop.call_soon_threadsafe(self._publish_early, inflight, doc, ctx, first)
+                        loop.call_soon_threadsafe(self._publish_early, inflight, doc, ctx, lines)
+                    if lines:
+                        inflight.partial = lines  # for a request that takes them (see _join)
             return None
 
         special = self.special_ids(tok)

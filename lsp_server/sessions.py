@@ -141,6 +141,7 @@ class Inflight:
     background: bool = False  # computed ahead of any request (lowest priority)
     ctx: Any = None  # the lsp_server.prompt.CursorContext it generates for
     shown: str | None = None  # the first lines answered early (the generation goes on)
+    partial: str | None = None  # all whole lines generated so far (after the early answer)
 
     def supersede(self) -> None:
         """Loop thread: a newer state replaces this one; stop the engine, free the waiters."""
