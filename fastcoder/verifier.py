@@ -43,6 +43,7 @@ from typing import Sequence
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
+from fastcoder import attention
 from fastcoder.trie import DraftTree
 
 log = logging.getLogger(__name__)
@@ -177,6 +178,8 @@ class Verifier:
     ``graphs``: capture each bucket's step as a CUDA graph (default: on when the model
     is on CUDA). ``compile``: a ``torch.compile`` backend for the step ("inductor",
     "aot_eager"; default None = eager), mainly to check the compiled path on the CPU.
+    ``fold_gqa``: switch a GQA model (in place) to :mod:`fastcoder.attention`'s folded
+    attention, which never expands K/V (default on; models it does not suit keep theirs).
     """
 
     def __init__(
@@ -187,8 +190,12 @@ class Verifier:
         buckets: Sequence[int] = BUCKETS,
         graphs: bool | None = None,
         compile: str | None = None,
+        fold_gqa: bool = True,
     ) -> None:
         self.model = model
+        # GQA attention that never copies K/V per query head (fastcoder/attention.py);
+        # switches the model in place, models it does not suit keep their attention
+        self.folded_attention = bool(fold_gqa) and attention.enable(model)
         param = next(model.parameters())
         self.device = param.device
         self.dtype = param.dtype

@@ -1,0 +1,267 @@
+"""Folded GQA attention (``fastcoder/attention.py``) against the model's own ``sdpa``
+attention: tiny random models in fp32, every bucket of a tree step, the (chunked)
+prefill, the decode loop, and the models that must keep their attention."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from conftest import build_model
+from fastcoder import attention
+from fastcoder.attention import NAME, folded_gqa_attention_forward
+from fastcoder.config import DecodeConfig
+from fastcoder.datastore import TokenDatastore
+from fastcoder.drafters import Sources
+from fastcoder.engine import Engine
+from fastcoder.session import Session
+from fastcoder.trie import DraftTree
+from fastcoder.verifier import KVState, Verifier
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+TOL = 1e-5
+
+
+def random_tree(rng: random.Random, n: int, vocab: int) -> DraftTree:
+    parents = [rng.randrange(-1, i) for i in range(n)]
+    depths: list[int] = []
+    for p in parents:
+        depths.append(1 if p < 0 else depths[p] + 1)
+    return DraftTree([rng.randrange(vocab) for _ in range(n)], parents, depths, ["x"] * n, [1.0] * n)
+
+
+def gqa_model(arch: str, vocab: int, heads: int = 4, kv_heads: int = 2, seed: int = 0):
+    """A tiny model (as conftest's) with ``heads`` query heads on ``kv_heads`` KV heads."""
+    model = build_model(arch, vocab, seed=seed)
+    if (heads, kv_heads) == (4, 2):
+        return model
+    from transformers import AutoModelForCausalLM
+
+    cfg = copy.deepcopy(model.config)
+    cfg.num_attention_heads, cfg.num_key_value_heads = heads, kv_heads
+    cfg.head_dim = cfg.hidden_size // heads
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32, attn_implementation="sdpa")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3.0)
+    return model.eval()
+
+
+# (arch, query heads, KV heads): Qwen2-like and Llama-like (2 groups), and 4 groups
+CONFIGS = [("qwen2", 4, 2), ("llama", 4, 2), ("qwen2", 8, 2)]
+
+
+@pytest.fixture(scope="module", params=CONFIGS, ids=lambda c: f"{c[0]}-{c[1]}q{c[2]}kv")
+def pair(request, tiny_tokenizer):
+    """(reference model on sdpa, the same weights switched to the fold)."""
+    arch, heads, kv_heads = request.param
+    ref = gqa_model(arch, len(tiny_tokenizer), heads, kv_heads)
+    folded = copy.deepcopy(ref)
+    assert attention.enable(folded)
+    assert folded.config._attn_implementation == NAME and ref.config._attn_implementation == "sdpa"
+    return ref, folded
+
+
+def test_every_bucket_equals_the_original_attention(pair):
+    """Tree steps of every bucket (1..128 rows), with compaction in between, over a
+    prompt long enough for the chunked prefill: logits within 1e-5, same argmax, same
+    accepted path and bonus, and the same KV cache."""
+    ref, folded = pair
+    rv, fv = Verifier(ref, fold_gqa=False), Verifier(folded)
+    assert not rv.folded_attention and fv.folded_attention
+    assert ref.config._attn_implementation == "sdpa"
+    rng = random.Random(1)
+    vocab = ref.config.vocab_size
+    prompt = [rng.randrange(4, vocab) for _ in range(300)]
+    rkv, fkv = KVState(), KVState()
+    first = rv.prefill(rkv, prompt, reserve=600)
+    assert fv.prefill(fkv, prompt, reserve=600) == first
+    n = len(prompt)
+    assert (rkv.cache.buf[..., :n, :] - fkv.cache.buf[..., :n, :]).abs().max() <= TOL
+    root = first[0]
+    for size in [0, 3, 7, 15, 31, 63, 127, 2, 100, 0]:
+        tree = random_tree(rng, size, vocab)
+        a, b = rv.step(rkv, root, tree), fv.step(fkv, root, tree)
+        assert fv.last_logits.shape == rv.last_logits.shape == (size + 1, vocab)
+        err = (fv.last_logits - rv.last_logits).abs().max()
+        assert err <= TOL, (size, err)
+        assert torch.equal(fv.last_logits.argmax(-1), rv.last_logits.argmax(-1))
+        assert (a.accepted, a.bonus) == (b.accepted, b.bonus)
+        assert rkv.ids == fkv.ids
+        root = a.bonus
+    n = len(rkv.ids)
+    assert (rkv.cache.buf[..., :n, :] - fkv.cache.buf[..., :n, :]).abs().max() <= TOL
+
+
+def test_prefill_logits_equal_the_original_attention(pair):
+    """Every position's logits of a prefill: no past (SDPA's causal kernel, no mask), then
+    a second chunk over a past (transformers builds the causal mask for the fold, which
+    needs the AttentionMaskInterface registration), then a prefix-reuse prefill."""
+    ref, folded = pair
+    rng = random.Random(2)
+    vocab = ref.config.vocab_size
+    ids = torch.tensor([[rng.randrange(4, vocab) for _ in range(90)]])
+    with torch.inference_mode():
+        for split in (90, 57, 1):
+            outs = []
+            for model in (ref, folded):
+                cache = DynamicCache(config=model.config)
+                a = model(input_ids=ids[:, :split], past_key_values=cache, use_cache=True).logits
+                parts = [a]
+                if split < ids.shape[1]:
+                    pos = torch.arange(split, ids.shape[1]).unsqueeze(0)
+                    parts.append(model(input_ids=ids[:, split:], position_ids=pos, past_key_values=cache, use_cache=True).logits)
+                outs.append(torch.cat(parts, dim=1))
+            assert (outs[0] - outs[1]).abs().max() <= TOL, split
+            assert torch.equal(outs[0].argmax(-1), outs[1].argmax(-1))
+    rv, fv = Verifier(ref, fold_gqa=False), Verifier(folded)
+    base = [rng.randrange(4, vocab) for _ in range(200)]
+    other = base[:150] + [rng.randrange(4, vocab) for _ in range(20)]
+    rkv, fkv = KVState(), KVState()
+    for prompt in (base, other):
+        r, f = rv.prefill(rkv, prompt), fv.prefill(fkv, prompt)
+        assert r[:2] == f[:2]
+        n = len(prompt)
+        assert (rkv.cache.buf[..., :n, :] - fkv.cache.buf[..., :n, :]).abs().max() <= TOL
+
+
+def test_decode_is_identical_with_and_without_the_fold(pair, tiny_tokenizer, monkeypatch):
+    """The whole decode loop (AR and drafters with trees) gives the same tokens."""
+    ref, folded = pair
+    with monkeypatch.context() as m:
+        m.setattr(attention, "enable", lambda model: False)
+        e_ref = Engine(ref, tiny_tokenizer, name="ref")
+    e_fold = Engine(folded, tiny_tokenizer, name="fold")
+    assert not e_ref.verifier.folded_attention and e_fold.verifier.folded_attention
+    rng = random.Random(3)
+    vocab = ref.config.vocab_size
+    prompt = [rng.randrange(4, vocab) for _ in range(40)]
+    ar = e_ref.generate(prompt, DecodeConfig(method="ar", max_new_tokens=24)).tokens
+    assert e_fold.generate(prompt, DecodeConfig(method="ar", max_new_tokens=24)).tokens == ar
+    docs = [ar[2:14], prompt[5:30] + ar[:8], [rng.randrange(vocab) for _ in range(20)]]
+    sources = Sources(dr=TokenDatastore.build(docs[:2]), dc=TokenDatastore.build(docs))
+    for method in ("pld", "rest", "fastcoder"):
+        cfg = DecodeConfig(method=method, max_new_tokens=24, max_draft_tokens=32, cache_min_sequences=0)
+        outs = [e.generate(prompt, cfg, session=Session(cfg), sources=sources, reference=ar[3:]).tokens for e in (e_ref, e_fold)]
+        assert outs[0] == outs[1] == ar, method
+
+
+def test_a_mask_rewritten_in_place_is_folded_again(pair):
+    """The folded mask is reused across the layers of ONE forward only: a mask buffer
+    rewritten in place for the next forward (as CUDA-graph code does) is folded again."""
+    ref, folded = pair
+    rng = random.Random(4)
+    vocab = ref.config.vocab_size
+    ids = torch.tensor([[rng.randrange(4, vocab) for _ in range(12)]])
+    neg = torch.finfo(torch.float32).min
+    mask = torch.zeros(1, 1, 12, 12)
+    with torch.inference_mode():
+        for pattern in (torch.ones(12, 12).tril(), (torch.rand(12, 12) > 0.5).float().tril() + torch.eye(12)):
+            mask.copy_(torch.where(pattern > 0, 0.0, neg).view(1, 1, 12, 12))
+            pos = torch.arange(12).unsqueeze(0)
+            a = ref(input_ids=ids, position_ids=pos, attention_mask=mask.clone()).logits
+            b = folded(input_ids=ids, position_ids=pos, attention_mask=mask).logits
+            assert (a - b).abs().max() <= TOL
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_attention_function_equals_sdpa(dtype):
+    """The function itself against transformers' sdpa_attention_forward: float and bool
+    masks, shared and per-head masks, a one-row mask, one query row, no mask (causal)."""
+    torch.manual_seed(0)
+
+    class Module(torch.nn.Module):
+        num_key_value_groups = 3
+        is_causal = True
+
+    mod = Module().eval()
+    b, kvh, g, d, s = 2, 2, 3, 8, 40
+    for q_len in (1, 5, 16):
+        q = torch.randn(b, q_len, kvh * g, d, dtype=dtype).transpose(1, 2)  # as the models lay it out
+        k, v = torch.randn(b, kvh, s, d, dtype=dtype), torch.randn(b, kvh, s, d, dtype=dtype)
+        allowed = torch.rand(b, 1, q_len, s) > 0.3
+        allowed[..., 0] = True
+        per_head = torch.rand(b, kvh * g, q_len, s) > 0.3
+        per_head[..., 0] = True
+        masks = [
+            torch.where(allowed, 0.0, torch.finfo(dtype).min).to(dtype),
+            allowed,
+            per_head,
+            allowed[:, :, :1],
+            None,
+        ]
+        for mask in masks:
+            kv_len = s if mask is not None else q_len  # causal with no past: square
+            want, _ = sdpa_attention_forward(mod, q, k[:, :, :kv_len], v[:, :, :kv_len], mask, scaling=0.3)
+            got, none = folded_gqa_attention_forward(mod, q, k[:, :, :kv_len], v[:, :, :kv_len], mask, scaling=0.3)
+            assert none is None and got.shape == want.shape == (b, q_len, kvh * g, d) and got.is_contiguous()
+            assert (got.float() - want.float()).abs().max() <= (TOL if dtype == torch.float32 else 1e-2)
+
+
+def test_models_the_fold_does_not_suit_keep_their_attention(tiny_tokenizer):
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    vocab = len(tiny_tokenizer)
+    mha = gqa_model("llama", vocab, heads=4, kv_heads=4)
+    assert not attention.enable(mha) and mha.config._attn_implementation == "sdpa"
+    assert "grouped" in attention.unsupported(mha)
+    eager = copy.deepcopy(build_model("qwen2", vocab))
+    eager.set_attn_implementation("eager")
+    assert not Verifier(eager).folded_attention and eager.config._attn_implementation == "eager"
+    cfg = Qwen2Config(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, use_sliding_window=True, sliding_window=16,
+                      max_window_layers=0)
+    sliding = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32, attn_implementation="sdpa")
+    assert "sliding" in attention.unsupported(sliding)
+    assert not attention.enable(sliding) and sliding.config._attn_implementation == "sdpa"
+    sink = build_model("qwen2", vocab)
+    sink.model.layers[0].self_attn.sinks = torch.nn.Parameter(torch.zeros(4))
+    assert attention.unsupported(sink) == "attention sinks" and not attention.enable(sink)
+
+
+def test_tree_steps_run_the_fold_and_never_expand_kv(pair, monkeypatch):
+    """After the prefill, no step of any bucket goes to transformers' sdpa function (the
+    one that calls repeat_kv): every layer runs the fold."""
+    _, folded = pair
+    v = Verifier(folded)
+    rng = random.Random(5)
+    vocab = folded.config.vocab_size
+    kv = KVState()
+    root = v.prefill(kv, [rng.randrange(4, vocab) for _ in range(50)])[0]
+    calls = []
+    monkeypatch.setattr(attention, "sdpa_attention_forward", lambda *a, **k: calls.append(1) / 0)
+    real = torch.nn.functional.scaled_dot_product_attention
+    shapes = []
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda q, k, v_, **kw: shapes.append((q.shape, k.shape)) or real(q, k, v_, **kw))
+    kv_heads = folded.config.num_key_value_heads
+    for size in [0, 3, 7, 15, 31, 63, 127]:
+        shapes.clear()
+        root = v.step(kv, root, random_tree(rng, size, vocab)).bonus
+        assert len(shapes) == folded.config.num_hidden_layers
+        assert all(q[1] == k[1] == kv_heads for q, k in shapes)  # K/V heads never expanded
+    assert not calls
+
+
+def test_the_mask_fold_is_reused_within_one_forward_only():
+    """Layers in increasing order reuse the folded mask; a layer index not above the last
+    one seen (a new forward) folds again, so a mask rewritten in place is never stale."""
+    from fastcoder.attention import _fold_mask
+
+    class Layer:  # no config: the entry is never dropped after a "last" layer
+        def __init__(self, i):
+            self.layer_idx = i
+
+    mask = torch.zeros(1, 1, 3, 5)
+    first = _fold_mask(Layer(0), mask, 2, 4, 3)
+    assert first.shape == (1, 1, 6, 5) and _fold_mask(Layer(1), mask, 2, 4, 3) is first
+    assert _fold_mask(Layer(2), mask, 2, 4, 3) is first
+    mask.fill_(-1.0)  # the next forward, same buffer
+    again = _fold_mask(Layer(1), mask, 2, 4, 3)
+    assert again is not first and bool((again == -1.0).all())
+    assert _fold_mask(Layer(1), mask.clone(), 2, 4, 3) is not again  # another mask object
