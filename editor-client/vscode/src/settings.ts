@@ -13,6 +13,7 @@ export const SECTION = 'fastcoder';
 export const DTYPES = ['auto', 'float32', 'bfloat16'] as const;
 export const DEVICES = ['auto', 'cpu', 'cuda'] as const;
 export const METHODS = ['fastcoder', 'ar', 'pld', 'rest'] as const;
+export const LAYOUTS = ['anchored', 'psm'] as const;
 
 export interface FastCoderSettings {
     enabled: boolean;
@@ -27,6 +28,12 @@ export interface FastCoderSettings {
     serverPath: string;
     /** Interpreter for `python -m fastcoder_cli serve`; also sent to the server. */
     pythonPath: string;
+    /** Prompt layout: `anchored` (typing only extends the prompt) or `psm`. */
+    promptLayout: string;
+    /** Wait before a model run: `auto` (adapts to the typing interval and latency) or ms. */
+    debounceMs: number | 'auto';
+    /** Compute the suggestion after accepting the shown one in the background. */
+    prefetch: boolean;
 }
 
 export const DEFAULTS: FastCoderSettings = {
@@ -39,6 +46,9 @@ export const DEFAULTS: FastCoderSettings = {
     timeBudgetMs: null,
     serverPath: '',
     pythonPath: '',
+    promptLayout: 'anchored',
+    debounceMs: 'auto',
+    prefetch: true,
 };
 
 /** The JSON object sent as `initializationOptions` (camelCase keys, server contract). */
@@ -51,6 +61,9 @@ export interface InitOptions {
     timeBudgetMs?: number;
     enabled: boolean;
     pythonPath?: string;
+    promptLayout: string;
+    debounceMs: number | 'auto';
+    prefetch: boolean;
 }
 
 /** Settings that need a server restart when they change (they decide how it is started). */
@@ -66,6 +79,13 @@ function positiveInt(value: unknown): number | undefined {
     }
     const n = Math.floor(value);
     return n >= 1 ? n : undefined;
+}
+
+function debounce(value: unknown): number | 'auto' {
+    if (typeof value === 'number' && Number.isFinite(value) && value >= 0 && value <= 5000) {
+        return Math.floor(value);
+    }
+    return 'auto';
 }
 
 function str(value: unknown): string {
@@ -84,6 +104,9 @@ export function normalizeSettings(raw: Partial<Record<keyof FastCoderSettings, u
         timeBudgetMs: positiveInt(raw.timeBudgetMs) ?? null,
         serverPath: str(raw.serverPath),
         pythonPath: str(raw.pythonPath),
+        promptLayout: pick(raw.promptLayout, LAYOUTS, 'anchored'),
+        debounceMs: debounce(raw.debounceMs),
+        prefetch: typeof raw.prefetch === 'boolean' ? raw.prefetch : DEFAULTS.prefetch,
     };
 }
 
@@ -96,6 +119,9 @@ export function toInitOptions(settings: FastCoderSettings): InitOptions {
         method: settings.method,
         maxNewTokens: settings.maxNewTokens,
         enabled: settings.enabled,
+        promptLayout: settings.promptLayout,
+        debounceMs: settings.debounceMs,
+        prefetch: settings.prefetch,
     };
     if (settings.timeBudgetMs !== null && settings.timeBudgetMs !== undefined) {
         opts.timeBudgetMs = settings.timeBudgetMs;

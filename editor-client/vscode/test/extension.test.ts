@@ -135,6 +135,9 @@ describe('activate', () => {
             method: 'fastcoder',
             maxNewTokens: 8,
             enabled: true,
+            promptLayout: 'anchored',
+            debounceMs: 'auto',
+            prefetch: true,
         });
         expect(client.clientOptions.documentSelector).toEqual(documentSelector());
         expect(documentSelector()).toContainEqual({ scheme: 'file', language: 'python' });

@@ -31,6 +31,9 @@ describe('normalizeSettings', () => {
             timeBudgetMs: 0,
             serverPath: null,
             pythonPath: ['x'],
+            promptLayout: 'spm',
+            debounceMs: -5,
+            prefetch: 'no',
         });
         expect(s).toEqual(DEFAULTS);
     });
@@ -46,6 +49,9 @@ describe('normalizeSettings', () => {
             timeBudgetMs: 250,
             serverPath: '/usr/bin/fastcoder',
             pythonPath: 'python3',
+            promptLayout: 'psm',
+            debounceMs: 120.5,
+            prefetch: false,
         });
         expect(s).toEqual({
             enabled: false,
@@ -57,6 +63,9 @@ describe('normalizeSettings', () => {
             timeBudgetMs: 250,
             serverPath: '/usr/bin/fastcoder',
             pythonPath: 'python3',
+            promptLayout: 'psm',
+            debounceMs: 120,
+            prefetch: false,
         });
     });
 });
@@ -70,6 +79,9 @@ describe('toInitOptions', () => {
             method: 'fastcoder',
             maxNewTokens: 128,
             enabled: true,
+            promptLayout: 'anchored',
+            debounceMs: 'auto',
+            prefetch: true,
         });
     });
 
@@ -122,6 +134,9 @@ describe('readSettings (through the mocked vscode API)', () => {
             maxNewTokens: 8,
             enabled: true,
             pythonPath: '/ws/.venv/bin/python',
+            promptLayout: 'anchored',
+            debounceMs: 'auto',
+            prefetch: true,
         });
     });
 
