@@ -47,7 +47,10 @@ class Engine:
         """c(k) for this model, device and dtype (measured once, cached on disk)."""
         with self._curve_lock:
             if self._curve is None:
-                key = f"{self.name}|{self.device}|{self.dtype}"
+                # everything that changes what a step costs: a curve measured with another
+                # attention or graph mode is not this one's
+                attn = getattr(self.model.config, "_attn_implementation", None) or "?"
+                key = f"{self.name}|{self.device}|{self.dtype}|attn={attn}|graphs={self.verifier.use_graphs}"
                 self._curve = load_or_measure(self.verifier, key)
             return self._curve
 
