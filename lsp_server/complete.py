@@ -167,8 +167,8 @@ class Completer:
         self.model_latency: deque[float] = deque(maxlen=20)  # recent model-run answers (s)
 
     async def complete(self, doc: DocumentState, version: Any, ctx: CursorContext, invoked: bool = False) -> Outcome:
-        """The suggestion at ``ctx``. ``invoked``: the user asked explicitly (an empty
-        answer remembered for this state is not repeated: the model runs again)."""
+        """The suggestion at ``ctx``. ``invoked``: the user asked explicitly (no debounce,
+        and an empty answer remembered for this state is not repeated: the model runs again)."""
         t0 = time.perf_counter()
         settings = self.settings()
         if not settings.enabled:
@@ -200,7 +200,7 @@ class Completer:
                 return joined
             inflight = doc.inflight
         if inflight is None or inflight.key != key or inflight.cancel.is_set() or inflight.future is None:
-            wait = self.debounce_s(doc, settings)
+            wait = 0.0 if invoked else self.debounce_s(doc, settings)  # asked explicitly: at once
             if wait > 0:
                 asked = time.monotonic()
                 await asyncio.sleep(wait)

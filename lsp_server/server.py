@@ -612,7 +612,10 @@ def make_server(settings: ServerSettings | None = None) -> FastCoderServer:
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
     @_guard
     async def completion(ls: FastCoderServer, params: types.CompletionParams) -> types.CompletionList:
-        outcome, ctx = await ls.complete_at(params.text_document.uri, params.position, "completion")
+        # an explicit request (Neovim's <C-x><C-o>, VS Code's Ctrl+Space): no debounce, and a
+        # remembered empty answer is not repeated
+        invoked = params.context is None or params.context.trigger_kind == types.CompletionTriggerKind.Invoked
+        outcome, ctx = await ls.complete_at(params.text_document.uri, params.position, "completion", invoked)
         # incomplete: the suggestion depends on the exact cursor, so ask again as the user types
         if not outcome.text:
             return types.CompletionList(is_incomplete=True, items=[])

@@ -669,9 +669,16 @@ try {
     // Seen as "Cannot set null/undefined state" and as "Cannot read properties of null (reading
     // 'parent')" in applyStateStackDiff; both are thrown under the worker-message handler.
     const upstream = (i) => /\bsetTokensAndStates\b/.test(pageErrorStacks[i]);
-    const ours = pageErrors.map((_, i) => i).filter((i) => !upstream(i) && !answered.some((m) => pageErrors[i].includes(m)));
+    // VS Code's CancellationError ("Canceled") rejected by its own timeout(ms, token) when
+    // the inline-completion model disposes a pending fetch: VS Code's unexpected-error
+    // handler ignores cancellation errors (isCancellationError), so a real VS Code shows
+    // nothing; the page sees it as an unhandled rejection. Counted apart only when no
+    // frame of our extension's bundles (controller, wsTransport) is in its stack.
+    const cancellation = (i) => pageErrors[i] === 'Canceled' && !/(controller|wsTransport)-[\w-]+\.js/.test(pageErrorStacks[i]);
+    const ours = pageErrors.map((_, i) => i).filter((i) => !upstream(i) && !cancellation(i) && !answered.some((m) => pageErrors[i].includes(m)));
     const final = { results, pageErrors: ours.map((i) => pageErrors[i]), pageErrorStacks: ours.map((i) => pageErrorStacks[i]),
-        upstreamTokenizerErrors: pageErrors.filter((_, i) => upstream(i)).length, lspErrorPageErrors: pageErrors.filter((e) => answered.some((m) => e.includes(m))).length, buffer: await value().catch(() => null), stats: await stats().catch(() => null) };
+        upstreamTokenizerErrors: pageErrors.filter((_, i) => upstream(i)).length,
+        cancellationErrors: pageErrors.filter((_, i) => cancellation(i)).length, lspErrorPageErrors: pageErrors.filter((e) => answered.some((m) => e.includes(m))).length, buffer: await value().catch(() => null), stats: await stats().catch(() => null) };
     writeFileSync(join(out, 'results.json'), JSON.stringify(final, null, 2));
     await browser.close();
     bridge.kill('SIGTERM');
