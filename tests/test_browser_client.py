@@ -137,7 +137,8 @@ def test_next_ghost_after_accept(scenario_run: dict) -> None:
     d = result["detail"]
     assert d["nextGhostAppeared"] and d["nextGhost"].strip()
     assert d["latencyMs"] >= 0
-    how = "without a model run (ready)" if d["withoutModelRun"] else "with a model run"
+    how = {"ready": "without a model run (ready)", "running block": "from the block still generating (no new model run)"}.get(
+        d.get("source"), "with a new model run")
     note = (f"next ghost text {d['latencyMs']} ms after Tab ({d['trigger']}), {how}; read {d['readMs']} ms, "
             f"background suggestions finished while reading: {d['prefetchedWhileReading']}; counts {d['counts']}")
     print(note)

@@ -471,6 +471,9 @@ async function acceptNext() {
             shared: delta(sTab, s1, 'shared'),
             prefetched: delta(sTab, s1, 'prefetched'),
             prefetchCancelled: delta(sTab, s1, 'prefetch_cancelled'),
+            // the accepted lines were a running block's early answer: the request waited for
+            // that block's next lines instead of starting a generation
+            joinedBlock: delta(sTab, s1, 'joined_block'),
             generations: s1.total.generations - sTab.total.generations,
         };
         const attempt = {
@@ -497,7 +500,10 @@ async function acceptNext() {
         // without a model run: answered from the background suggestion (ready) and no
         // foreground generation (suggestion / shared) in between
         const withoutModelRun = counts.ready > 0 && counts.suggestion === 0 && counts.shared === 0;
-        return { signature, tried, readMs: READ_MS, shown, accepted: accepted.slice(before.length - 200), nextGhostAppeared: true, latencyMs, nextGhost, trigger,
+        // no new generation either way: ready, or the lines of the block still running
+        const source = withoutModelRun ? 'ready' : (counts.joinedBlock > 0 && counts.suggestion === 0 && counts.shared === 0
+            ? 'running block' : 'new model run');
+        return { source, signature, tried, readMs: READ_MS, shown, accepted: accepted.slice(before.length - 200), nextGhostAppeared: true, latencyMs, nextGhost, trigger,
             withoutModelRun, prefetchedWhileReading: attempt.prefetchedWhileReading, counts, requestsAfterAccept: answers };
     }
     throw new Error(`no next ghost text after accepting in any of ${candidates.length} functions: ${JSON.stringify(tried).slice(0, 3000)}`);
