@@ -24,6 +24,8 @@ class GenStats:
     compact_s: float = 0.0  # KV compaction (accepted rows moved into place)
     accept_s: float = 0.0  # commit (stop rules) + drafter update (CACHE, live context)
     total_s: float = 0.0
+    setup_s: float = 0.0  # the caller's work before the engine (the server: prompt, draft sources)
+    queue_s: float = 0.0  # the caller's wait for the model thread before that
     # bucket (query rows) -> [steps, seconds of whole steps: draft .. commit]
     step_by_bucket: dict[int, list] = field(default_factory=dict)
     # tokens accepted from drafts, by source (cache / context / D_r / D_c / D_d / reuse / prompt)

@@ -24,6 +24,7 @@ class TokenInfo:
     is_space: np.ndarray  # bool[vocab]: only whitespace (newline included)
     # (text, id) of every ordinary token (special and empty ones left out), sorted by text
     by_text: list[tuple[str, int]] = field(default_factory=list)
+    ids_by_text: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # their ids, same order
 
     @classmethod
     def for_tokenizer(cls, tokenizer) -> "TokenInfo":
@@ -45,14 +46,17 @@ class TokenInfo:
             if getattr(tok, "special", False):
                 special.add(int(i))
         by_text = sorted((t, i) for i, t in enumerate(texts) if t and i not in special and "\ufffd" not in t)
-        return cls(has_newline=nl, is_space=sp, by_text=by_text)
+        ids = np.fromiter((i for _, i in by_text), dtype=np.int64, count=len(by_text))
+        return cls(has_newline=nl, is_space=sp, by_text=by_text, ids_by_text=ids)
 
-    def starting_with(self, prefix: str) -> list[int]:
-        """Ids of the ordinary tokens whose text starts with ``prefix`` (a binary search
-        over the sorted texts)."""
+    def starting_with(self, prefix: str) -> np.ndarray:
+        """Ids of the ordinary tokens whose text starts with ``prefix``: a binary search
+        over the sorted texts gives one contiguous range (every text in
+        ``[prefix, prefix + U+10FFFF)`` starts with ``prefix``), returned as a view (a
+        single space matches ~50k tokens of a 151k vocabulary: no Python list)."""
         lo = bisect.bisect_left(self.by_text, (prefix, -1))
         hi = bisect.bisect_left(self.by_text, (prefix + "\U0010ffff", -1), lo)
-        return [i for text, i in self.by_text[lo:hi] if text.startswith(prefix)]
+        return self.ids_by_text[lo:hi]
 
     def line_position(self, ids: list[int]) -> int:
         """Non-whitespace tokens since the last newline at the end of ``ids``

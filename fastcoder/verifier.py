@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
@@ -314,7 +315,7 @@ class Verifier:
         # last committed token (the first generated one) is *not* in the cache.
         self.last_logits = logits.unsqueeze(0)
         if allowed is not None:
-            allowed_t = torch.as_tensor(list(allowed), dtype=torch.long, device=self.device)
+            allowed_t = torch.as_tensor(np.asarray(allowed, dtype=np.int64), device=self.device)
             if allowed_t.numel() == 0:
                 raise ValueError("no allowed token for the first position")
             sub = logits.index_select(0, allowed_t)

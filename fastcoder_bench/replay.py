@@ -333,6 +333,8 @@ class Sample:
     forward_steps: int = 0
     prefill_ms: float = 0.0  # the engine's prefill (KV prefix reuse: only what changed)
     engine_ms: float = 0.0  # the whole generation in the engine (prefill + decode)
+    setup_ms: float = 0.0  # the server's prompt and draft sources, before the engine
+    queue_ms: float = 0.0  # waiting for the model thread (e.g. a background job's forward)
     accepted_by_source: dict | None = None
     error: str = ""
     at: int = 0  # body characters typed (or accepted) when the request was sent
@@ -564,6 +566,8 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
                     forward_steps=last.get("forwardSteps", 0) if gens else 0,
                     prefill_ms=last.get("prefillMs", 0.0) if gens else 0.0,
                     engine_ms=last.get("totalMs", 0.0) if gens else 0.0,
+                    setup_ms=last.get("setupMs", 0.0) if gens else 0.0,
+                    queue_ms=last.get("queueMs", 0.0) if gens else 0.0,
                     accepted_by_source=last.get("acceptedBySource") if gens else None, error=err,
                     at=typed, closers=right, after_accept=after_accept, ready=ready,
                 )

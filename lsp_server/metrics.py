@@ -106,6 +106,8 @@ class ServerMetrics:
                 "meanAcceptLength": st.mean_accept_len,
                 "prefillMs": 1000.0 * st.prefill_s,
                 "totalMs": 1000.0 * st.total_s,
+                "setupMs": 1000.0 * st.setup_s,
+                "queueMs": 1000.0 * st.queue_s,
                 "stopReason": st.stop_reason,
                 "acceptedBySource": dict(st.accepted_by_source),
             }

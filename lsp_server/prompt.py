@@ -138,8 +138,9 @@ class Prompt:
     heal: str = ""
     """Text taken back from the end of the prompt: the output starts with it (the
     suggestion is the output without it)."""
-    allowed: list[int] | None = None
-    """Ids the first generated token is chosen from (those starting with ``heal``)."""
+    allowed: Any = None
+    """Ids the first generated token is chosen from (those starting with ``heal``; an
+    integer array)."""
     anchor: Anchor | None = None
     layout: str = "psm"
 
@@ -352,7 +353,7 @@ def build_anchored(
     if info is not None:
         kept, heal = heal_split(tokenizer, typed)
         allowed = info.starting_with(heal) if heal else None
-        if heal and not allowed:
+        if heal and (allowed is None or len(allowed) == 0):
             kept, heal, allowed = typed, "", None
         typed = kept
     mids = encode(tokenizer, typed) if typed else []

@@ -142,6 +142,7 @@ class Inflight:
     ctx: Any = None  # the lsp_server.prompt.CursorContext it generates for
     shown: str | None = None  # the first lines answered early (the generation goes on)
     partial: str | None = None  # all whole lines generated so far (after the early answer)
+    submitted: float = 0.0  # perf_counter when it was queued on the model thread
 
     def supersede(self) -> None:
         """Loop thread: a newer state replaces this one; stop the engine, free the waiters."""

@@ -101,8 +101,8 @@ def check(tok, ctx: CursorContext, p, budget: int) -> None:
     skip, text = prompt_suffix(ctx)
     assert text.startswith(suffix) and ctx.suffix[skip:].startswith(suffix)
     if p.heal:
-        assert p.allowed
-        for t in p.allowed:
+        assert len(p.allowed)
+        for t in p.allowed.tolist():
             assert tok.decode([t]).startswith(p.heal)
     else:
         assert p.allowed is None
