@@ -683,3 +683,38 @@ async def test_superseded_queued_request_is_answered_at_once(client: LanguageCli
         assert isinstance(await asyncio.wait_for(newer, 60), types.InlineCompletionList)
     finally:
         await configure(client, maxNewTokens=16, method="fastcoder", promptLayout="anchored")
+
+
+async def test_taking_early_lines_joins_the_running_block(client: LanguageClient, workspace):
+    """After a block's early answer, the request at the state where those lines were
+    accepted is answered from that same block (its next lines, or its end), not by a new
+    generation that would supersede it."""
+    uri = (workspace / "join.py").as_uri()
+    line = "def total(values):"
+    text = BODY.replace(line, line + "\n        ")
+    open_doc(client, uri, text)
+    pos = types.Position(line=_find(text, line).line + 1, character=8)
+    # psm: see the early-answer test
+    await configure(client, maxNewTokens=300, method="ar", earlyAnswerMs=0, promptLayout="psm", timeBudgetMs=0)
+    try:
+        early = (await stats(client))["outcomes"].get("early", 0)
+        first = await client.text_document_inline_completion_async(inline_params(uri, pos))
+        (item,) = first.items
+        before = await stats(client)
+        assert before["outcomes"].get("early", 0) == early + 1
+        shown = item.insert_text
+        change_doc(client, uri, 2, pos, shown)  # Tab on the early lines
+        lines = shown.split("\n")
+        after = types.Position(line=pos.line + len(lines) - 1,
+                               character=(pos.character if len(lines) == 1 else 0) + len(lines[-1]))  # fmt: skip
+        nxt = await client.text_document_inline_completion_async(inline_params(uri, after))
+        now = await stats(client)
+        assert now["outcomes"].get("joined_block", 0) == before["outcomes"].get("joined_block", 0) + 1, now["outcomes"]
+        assert now["outcomes"].get("superseded", 0) == before["outcomes"].get("superseded", 0)
+        assert isinstance(nxt, types.InlineCompletionList)
+    finally:
+        deadline = time.monotonic() + 120
+        while (await stats(client))["model"]["busy"] is not None and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        await configure(client, maxNewTokens=16, method="fastcoder", earlyAnswerMs=None, promptLayout="anchored",
+                        timeBudgetMs=0)  # fmt: skip
