@@ -168,7 +168,7 @@ class Completer:
         self._rest: dict[str, tuple[str, list[int]]] = {}  # uri -> (rest-of-file text, ids)
         self.model_latency: deque[float] = deque(maxlen=20)  # recent model-run answers (s)
 
-    async def complete(self, doc: DocumentState, version: Any, ctx: CursorContext, invoked: bool = False) -> Outcome:
+    async def complete(self, doc: DocumentState, ctx: CursorContext, invoked: bool = False) -> Outcome:
         """The suggestion at ``ctx``. ``invoked``: the user asked explicitly (no debounce,
         and an empty answer remembered for this state is not repeated: the model runs again)."""
         t0 = time.perf_counter()

@@ -421,7 +421,7 @@ class FastCoderServer(LanguageServer):
         state = self.registry.get(doc.uri) or self.registry.open(doc.uri, self.settings.engine)
         source = doc.source
         ctx = CursorContext(source[:offset], source[offset:])
-        outcome = await self.completer.complete(state, doc.version, ctx, invoked)
+        outcome = await self.completer.complete(state, ctx, invoked)
         if outcome.reason == "loading":
             self.status(*self.overall_status())
         return outcome, ctx

@@ -102,10 +102,6 @@ class Answers:
     def __len__(self) -> int:
         return len(self._items)
 
-    @property
-    def last(self) -> Suggestion | None:
-        return self._items[0] if self._items else None
-
 
 class TypingClock:
     """When a document last changed and the typing interval (an exponential mean of
@@ -162,11 +158,6 @@ class DocumentState:
     anchor: Any = None  # lsp_server.prompt.Anchor of the last anchored prompt
     typing: TypingClock = field(default_factory=TypingClock)
     used: float = field(default_factory=time.monotonic)
-
-    @property
-    def last(self) -> Suggestion | None:
-        """The most recent suggestion."""
-        return self.answers.last
 
 
 class SessionRegistry:
