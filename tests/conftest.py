@@ -47,6 +47,17 @@ def build_tokenizer(vocab_size: int = 600):
     return fast
 
 
+def random_tree(rng, n: int, vocab: int):
+    """A random draft tree of ``n`` nodes (each node's parent is an earlier node or the root)."""
+    from fastcoder.trie import DraftTree
+
+    parents = [rng.randrange(-1, i) for i in range(n)]
+    depths: list[int] = []
+    for p in parents:
+        depths.append(1 if p < 0 else depths[p] + 1)
+    return DraftTree([rng.randrange(vocab) for _ in range(n)], parents, depths, ["x"] * n, [1.0] * n)
+
+
 def build_model(arch: str, vocab_size: int, seed: int = 0, layers: int = 2):
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config

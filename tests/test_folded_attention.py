@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from conftest import build_model
+from conftest import build_model, random_tree
 from fastcoder import attention
 from fastcoder.attention import NAME, folded_gqa_attention_forward
 from fastcoder.config import DecodeConfig
@@ -19,19 +19,10 @@ from fastcoder.datastore import TokenDatastore
 from fastcoder.drafters import Sources
 from fastcoder.engine import Engine
 from fastcoder.session import Session
-from fastcoder.trie import DraftTree
 from fastcoder.verifier import KVState, Verifier
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 TOL = 1e-5
-
-
-def random_tree(rng: random.Random, n: int, vocab: int) -> DraftTree:
-    parents = [rng.randrange(-1, i) for i in range(n)]
-    depths: list[int] = []
-    for p in parents:
-        depths.append(1 if p < 0 else depths[p] + 1)
-    return DraftTree([rng.randrange(vocab) for _ in range(n)], parents, depths, ["x"] * n, [1.0] * n)
 
 
 def gqa_model(arch: str, vocab: int, heads: int = 4, kv_heads: int = 2, seed: int = 0):

@@ -18,6 +18,7 @@ from fastcoder.decode import generate
 from fastcoder.drafters import Sources, make_drafter
 from fastcoder.engine import Engine
 from fastcoder.session import Session
+from conftest import random_tree
 from fastcoder.trie import DraftTree
 from fastcoder.verifier import BUCKETS, KVState, StaticKV, Verifier
 
@@ -28,14 +29,6 @@ TREE = DraftTree(
     sources=["x"] * 6,
     probs=[1.0] * 6,
 )
-
-
-def random_tree(rng: random.Random, n: int, vocab: int) -> DraftTree:
-    parents = [rng.randrange(-1, i) for i in range(n)]
-    depths: list[int] = []
-    for p in parents:
-        depths.append(1 if p < 0 else depths[p] + 1)
-    return DraftTree([rng.randrange(vocab) for _ in range(n)], parents, depths, ["x"] * n, [1.0] * n)
 
 
 def test_static_step_logits_equal_eager_reference(tiny_model):
