@@ -221,6 +221,10 @@ class RepoIndex:
         """What is indexed for ``key``, or None."""
         return self._state.records.get(normalize_key(key))
 
+    def buffer_text(self, key: str) -> str | None:
+        """The editor buffer that overrides the disk for ``key``, or None."""
+        return self._overrides.get(normalize_key(key))
+
     def has_override(self, key: str) -> bool:
         """Whether an editor buffer overrides the disk for ``key``."""
         return normalize_key(key) in self._overrides

@@ -40,6 +40,7 @@ from fastcoder.errors import DatastoreError, FastCoderError
 from indexer.persist import IndexStore, store_dir
 from indexer.repo_store import MERGE_FILES, MERGE_TOKENS, Change, RepoIndex, normalize_key
 from indexer.scan import IGNORE_FILES, MAX_FILE_BYTES, ScannedFile, WorkspaceFilter, read_source
+from indexer.symbols import SymbolTable
 from indexer.watch import Debouncer, FileWatcher
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,9 @@ class WorkspaceIndex:
             max_bytes=max_bytes,
             on_merged=self._after_merge,
         )
+        self.symbols = SymbolTable()
+        """Top-level definitions of the indexed Python files (the same files, the same
+        events: buffers override the disk; see :mod:`indexer.symbols`)."""
         self.debouncer = Debouncer(debounce_s, max_delay_s)
         self.watcher = FileWatcher(self.roots, self._on_fs_path, polling=polling)
         self.state = "idle"
@@ -180,6 +184,14 @@ class WorkspaceIndex:
                 return real
         return p
 
+    def admits(self, path: str | os.PathLike[str]) -> bool | None:
+        """Whether the filter admits ``path`` (not ignored, not a secret, a source
+        file); None when it is outside every root."""
+        key = self._key(path)
+        if self.root_of(key) is None:
+            return None
+        return self._allowed(key)
+
     def _allowed(self, key: str) -> bool:
         root = self.root_of(key)
         return root is not None and self.filters[root].file_allowed(key)
@@ -197,8 +209,29 @@ class WorkspaceIndex:
         log.debug("index status %s: %s", state, message)
         self._call(self.on_status, state, message)
 
+    def _text(self, key: str) -> str | None:
+        """What is indexed for ``key``: the editor buffer, else the file on disk."""
+        text = self.repo.buffer_text(key)
+        if text is None:
+            src = read_source(key, self.repo.max_bytes)
+            text = src.text if src is not None else None
+        return text
+
+    def _refresh_symbols(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            text = self._text(key)
+            if text is None:
+                self.symbols.remove(key)
+            else:
+                self.symbols.update(key, self.relpath(key), text)
+
     def _report(self, changes: Iterable[Change], first_seen: dict[str, float] | None = None) -> None:
         now = time.monotonic()
+        changes = list(changes)
+        self._refresh_symbols(ch.key for ch in changes if ch.kind == "indexed")
+        for ch in changes:
+            if ch.kind == "removed":
+                self.symbols.remove(ch.key)
         for ch in changes:
             if ch.kind == "indexed":
                 t0 = (first_seen or {}).get(ch.key)
@@ -259,6 +292,7 @@ class WorkspaceIndex:
         self.last_open = rep
         self._ready.set()
         self._status("ready", f"{rep.files} files, {rep.tokens} tokens")
+        self._refresh_symbols(self.repo.keys())  # not persisted: read once per opening
         return rep
 
     def _full_build(self, files: list[ScannedFile]) -> None:
@@ -408,6 +442,8 @@ class WorkspaceIndex:
             files = self._scan()
             self._full_build(files)
             self.save(force=True)
+            self.symbols = SymbolTable()
+            self._refresh_symbols(self.repo.keys())
             st = self.repo.stats()
             self._status("ready", f"{st['files']} files, {st['tokens']} tokens")
         elif kind == "buffer":

@@ -1,0 +1,400 @@
+"""Cross-file context: what the model sees of the workspace besides the document.
+
+The context goes *before* the document's FIM prompt, in the model's repository format
+where it has one (Qwen2.5-Coder was trained with it)::
+
+    <|repo_name|>{workspace folder name}
+    <|file_sep|>{path of another file}
+    {definitions or chunks of it}
+    <|file_sep|>{path of the document}
+    <|fim_prefix|>...<|fim_suffix|>...<|fim_middle|>...
+
+(a model without those tokens gets ``# path`` comment lines instead). Sources, each
+under its own token budget (the ``contextSources`` setting; all together at most
+``maxPromptTokens / 3``, taken from the document's share of the prompt):
+
+* ``definitions``: the declarations (:mod:`indexer.symbols`) of the names the document
+  imports from other workspace files, those used nearest the cursor first. Read from
+  the workspace index's symbol table, kept by the same watchdog events and editor
+  buffers as D_r, so ignored and secret files never reach it;
+* ``open``: the chunks of the other open documents most like the lines before the
+  cursor (identifier-set Jaccard, as RepoCoder and Continue do);
+* ``edits``: the surroundings of the places the user last asked for completions in
+  the other open documents (most recent first), as llama.vim's ring of chunks.
+
+Files come grouped and sorted by path, chunks by line, so the text depends on what is
+chosen, not on the order it was found in.
+
+**It changes rarely.** A changed context means the document's whole prompt is
+prefilled again (its tokens come first), so a document keeps its context
+(:class:`ContextState`) across keystrokes and rebuilds it only when
+
+1. a definition in it changed (on disk or in a buffer: the symbol table's version of
+   its file moved and its text differs),
+2. a name imported from the workspace is used near the cursor and was not considered
+   when the context was built (a new import, or a name typed that is now near),
+3. the settings, the tokenizer or the document's path changed, or
+4. the prompt is prefilled from its start anyway (the document's kept prefix start
+   moved): then the context is rebuilt for the cursor's surroundings at no extra cost.
+
+The context's tokens are part of the prompt, so the drafters' prompt lookup (the live
+context) sees them as well.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from pygls.uris import to_fs_path
+
+from lsp_server.prompt import CursorContext, encode
+
+log = logging.getLogger(__name__)
+
+WINDOW_BEFORE_LINES = 40
+"""Lines before the cursor whose names count as "used near the cursor"."""
+WINDOW_AFTER_LINES = 10
+SIMILAR_LINES = 20
+"""Lines before the cursor that the ``open`` chunks are compared with."""
+CHUNK_LINES = 16
+CHUNK_STRIDE = 8
+MIN_SIMILARITY = 0.05
+EDIT_CONTEXT_LINES = 8
+"""Lines each side of a recent place (``edits``)."""
+MAX_PLACES = 16
+MAX_SHARE = 3
+"""The context takes at most maxPromptTokens / MAX_SHARE tokens."""
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ATTR = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One chunk of another file: ``text`` from line ``line`` (1-based) of ``path``."""
+
+    source: str
+    path: str
+    line: int
+    text: str
+    key: str = ""
+    """The definition's file key (``definitions``), to tell when it went stale."""
+    name: str = ""
+    version: int = 0
+
+
+@dataclass
+class ContextState:
+    """A document's context, kept across keystrokes (see the module doc)."""
+
+    key: tuple
+    ids: list[int]
+    text: str
+    pieces: list[Piece]
+    considered: frozenset[str]
+    """Names imported from the workspace that were weighed when it was built."""
+    tokens_by_source: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def tokens(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class Place:
+    uri: str
+    line: int
+
+
+class RecentPlaces:
+    """Where the user last asked for completions, per document (most recent last)."""
+
+    def __init__(self, size: int = MAX_PLACES) -> None:
+        self._places: OrderedDict[str, Place] = OrderedDict()
+        self.size = size
+
+    def visit(self, uri: str, line: int) -> None:
+        self._places.pop(uri, None)
+        self._places[uri] = Place(uri, line)
+        while len(self._places) > self.size:
+            self._places.popitem(last=False)
+
+    def forget(self, uri: str) -> None:
+        self._places.pop(uri, None)
+
+    def recent(self) -> list[Place]:
+        return list(reversed(self._places.values()))
+
+
+def _lines_around(text: str, line: int, before: int, after: int) -> tuple[int, str]:
+    lines = text.split("\n")
+    start = max(0, line - before)
+    return start + 1, "\n".join(lines[start : line + after + 1])
+
+
+def _chunks(text: str) -> Iterable[tuple[int, str]]:
+    lines = text.split("\n")
+    for start in range(0, max(1, len(lines) - CHUNK_LINES + CHUNK_STRIDE), CHUNK_STRIDE):
+        chunk = "\n".join(lines[start : start + CHUNK_LINES])
+        if chunk.strip():
+            yield start + 1, chunk
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+class ContextBuilder:
+    """Builds and keeps the documents' cross-file context (model thread)."""
+
+    def __init__(self) -> None:
+        self.places = RecentPlaces()
+        self._ids: OrderedDict[str, list[int]] = OrderedDict()  # piece text -> ids (LRU)
+
+    # ------------------------------------------------------------------ helpers
+    def _encode(self, tokenizer: Any, text: str) -> list[int]:
+        ids = self._ids.get(text)
+        if ids is None:
+            ids = encode(tokenizer, text)
+            self._ids[text] = ids
+            if len(self._ids) > 2048:
+                self._ids.popitem(last=False)
+        else:
+            self._ids.move_to_end(text)
+        return ids
+
+    @staticmethod
+    def _specials(tokenizer: Any) -> tuple[int, int] | None:
+        vocab = tokenizer.get_vocab()
+        for repo, sep in (("<|repo_name|>", "<|file_sep|>"), ("<repo_name>", "<file_sep>")):
+            if repo in vocab and sep in vocab:
+                return vocab[repo], vocab[sep]
+        return None
+
+    # ------------------------------------------------------------------ the state
+    def context_for(
+        self,
+        current: ContextState | None,
+        *,
+        settings: Any,
+        tokenizer: Any,
+        index: Any,
+        uri: str,
+        path: str | None,
+        ctx: CursorContext,
+        docs: Mapping[str, tuple[Any, str]],
+        refresh: bool = False,
+    ) -> ContextState | None:
+        """The context for the document at ``ctx``: ``current`` while it holds (module
+        doc), else a new one. ``refresh``: the prompt is prefilled from its start anyway
+        (rebuild for the cursor's surroundings). None: no context (off, or nothing)."""
+        budgets = dict(settings.context_sources) if settings.cross_file_context else {}
+        if not budgets:
+            return None
+        roots = list(getattr(index, "roots", None) or [])
+        relpath = _relpath(path, roots) if path else uri
+        key = (tuple(sorted(budgets.items())), settings.max_prompt_tokens, id(tokenizer), relpath)
+        symbols = _symbols(index)
+        wanted = self._wanted(symbols, path, relpath, ctx) if "definitions" in budgets else {}
+        if current is not None and current.key == key and not refresh:
+            if not self._stale(current, symbols) and set(wanted) <= current.considered:
+                return current
+        return self._build(key, budgets, settings, tokenizer, index, symbols, uri, path, relpath, roots, ctx, docs, wanted)
+
+    def _stale(self, state: ContextState, symbols: Any) -> bool:
+        for p in state.pieces:
+            if p.source != "definitions" or symbols is None or symbols.version(p.key) == p.version:
+                continue
+            now = next((d for d in symbols.definitions(p.key) if d.name == p.name), None)
+            if now is None or now.text != p.text:
+                return True
+        return False
+
+    # ------------------------------------------------------------------ sources
+    def _wanted(self, symbols: Any, path: str | None, relpath: str, ctx: CursorContext) -> dict[str, Any]:
+        """name -> definition, for the names the document imports from other workspace
+        files, ordered by how near the cursor they are used (nearest first; names not
+        used near the cursor follow in import order)."""
+        if symbols is None:
+            return {}
+        from indexer.symbols import absolute_module, imports_of
+
+        text = ctx.prefix + ctx.suffix
+        found: dict[str, Any] = {}
+        modules: dict[str, str] = {}  # local alias -> module, for ``alias.name`` uses
+        for imp in imports_of(text):
+            module = absolute_module(imp.module, relpath)
+            if imp.name is None:
+                modules[imp.local] = module
+                continue
+            sub = f"{module}.{imp.name}" if module else imp.name
+            if symbols.module_key(sub) is not None:  # from pkg import module
+                modules[imp.local] = sub
+                continue
+            d = symbols.resolve(module, imp.name)
+            if d is not None and d.key != path:
+                found.setdefault(imp.local, d)
+        before = ctx.prefix.split("\n")[-WINDOW_BEFORE_LINES:]
+        after = ctx.suffix.split("\n")[:WINDOW_AFTER_LINES]
+        window = "\n".join(before + after)
+        cursor = len("\n".join(before))
+        distance: dict[str, int] = {}
+        for m in _IDENT.finditer(window):
+            if m.group(0) in found:
+                distance[m.group(0)] = min(distance.get(m.group(0), 1 << 30), abs(m.start() - cursor))
+        for m in _ATTR.finditer(window):
+            module = modules.get(m.group(1))
+            if module is None:
+                continue
+            d = symbols.resolve(module, m.group(2))
+            if d is not None and d.key != path:
+                name = f"{m.group(1)}.{m.group(2)}"
+                found.setdefault(name, d)
+                distance[name] = min(distance.get(name, 1 << 30), abs(m.start() - cursor))
+        order = sorted(found, key=lambda n: (n not in distance, distance.get(n, 0)))
+        return {n: found[n] for n in order}
+
+    def _definitions(self, wanted: dict[str, Any], symbols: Any) -> list[Piece]:
+        out, seen = [], set()
+        for name, d in wanted.items():
+            if (d.key, d.name) in seen:
+                continue
+            seen.add((d.key, d.name))
+            out.append(Piece("definitions", d.relpath, d.line, d.text, d.key, d.name, symbols.version(d.key)))
+        return out
+
+    def _open(self, uri: str, ctx: CursorContext, docs: Mapping[str, tuple[Any, str]], index: Any, roots: list) -> list[Piece]:
+        probe = set(_IDENT.findall("\n".join(ctx.prefix.split("\n")[-SIMILAR_LINES:])))
+        scored = []
+        for other, (_, text) in docs.items():
+            path = _admitted(other, index)
+            if other == uri or path is None:
+                continue
+            rel = _relpath(path, roots)
+            for line, chunk in _chunks(text):
+                score = jaccard(probe, set(_IDENT.findall(chunk)))
+                if score >= MIN_SIMILARITY:
+                    scored.append((-score, rel, line, chunk))
+        scored.sort()
+        return [Piece("open", rel, line, chunk) for _, rel, line, chunk in scored]
+
+    def _edits(self, uri: str, docs: Mapping[str, tuple[Any, str]], index: Any, roots: list) -> list[Piece]:
+        out = []
+        for place in self.places.recent():
+            if place.uri == uri or place.uri not in docs:
+                continue
+            path = _admitted(place.uri, index)
+            if path is None:
+                continue
+            line, text = _lines_around(docs[place.uri][1], place.line, EDIT_CONTEXT_LINES, EDIT_CONTEXT_LINES)
+            if text.strip():
+                out.append(Piece("edits", _relpath(path, roots), line, text))
+        return out
+
+    # ------------------------------------------------------------------ building
+    def _build(self, key, budgets, settings, tokenizer, index, symbols, uri, path, relpath, roots, ctx, docs, wanted):
+        candidates: dict[str, list[Piece]] = {}
+        if "definitions" in budgets:
+            candidates["definitions"] = self._definitions(wanted, symbols)
+        if "open" in budgets:
+            candidates["open"] = self._open(uri, ctx, docs, index, roots)
+        if "edits" in budgets:
+            candidates["edits"] = self._edits(uri, docs, index, roots)
+        total = settings.max_prompt_tokens // MAX_SHARE
+        chosen: list[Piece] = []
+        used: dict[str, int] = {}
+        spans: list[tuple[str, int, int]] = []
+        for source in ("definitions", "edits", "open"):  # the most specific first
+            budget = budgets.get(source, 0)
+            for piece in candidates.get(source, []):
+                end = piece.line + piece.text.count("\n")
+                if any(p == piece.path and s <= end and piece.line <= e for p, s, e in spans):
+                    continue  # already shown by another piece
+                cost = len(self._encode(tokenizer, piece.text + "\n")) + 1
+                if used.get(source, 0) + cost > budget or sum(used.values()) + cost > total:
+                    continue
+                used[source] = used.get(source, 0) + cost
+                chosen.append(piece)
+                spans.append((piece.path, piece.line, end))
+        if not chosen:
+            return ContextState(key, [], "", [], frozenset(wanted))
+        ids, text = self._render(tokenizer, chosen, relpath, roots)
+        if len(ids) > total:  # headers pushed it over: drop the last pieces until it fits
+            while chosen and len(ids) > total:
+                chosen.pop()
+                ids, text = self._render(tokenizer, chosen, relpath, roots) if chosen else ([], "")
+        by_source = {s: sum(1 for p in chosen if p.source == s) for s in used}
+        return ContextState(key, ids, text, chosen, frozenset(wanted), by_source)
+
+    def _render(self, tokenizer: Any, pieces: list[Piece], relpath: str, roots: list) -> tuple[list[int], str]:
+        """Token ids and text of the pieces grouped by file (sorted by path, then line)."""
+        files: dict[str, list[Piece]] = {}
+        for p in sorted(pieces, key=lambda p: (p.path, p.line)):
+            files.setdefault(p.path, []).append(p)
+        specials = self._specials(tokenizer)
+        ids: list[int] = []
+        parts: list[str] = []
+        repo = os.path.basename(str(roots[0]).rstrip("/\\")) if roots else "workspace"
+        if specials is not None:
+            ids += [specials[0], *self._encode(tokenizer, repo + "\n")]
+            parts.append(f"<repo_name>{repo}\n")
+        for path, group in files.items():
+            body = "\n...\n".join(p.text for p in group) + "\n"
+            if specials is not None:
+                ids += [specials[1], *self._encode(tokenizer, f"{path}\n"), *self._encode(tokenizer, body)]
+                parts.append(f"<file_sep>{path}\n{body}")
+            else:
+                head = f"# {path}\n"
+                ids += self._encode(tokenizer, head) + self._encode(tokenizer, body + "\n")
+                parts.append(head + body + "\n")
+        if specials is not None:
+            ids += [specials[1], *self._encode(tokenizer, f"{relpath}\n")]
+            parts.append(f"<file_sep>{relpath}\n")
+        return ids, "".join(parts)
+
+
+# ---------------------------------------------------------------------------- paths
+
+
+def _symbols(index: Any) -> Any:
+    ws = getattr(index, "workspace", None)
+    return getattr(ws, "symbols", None)
+
+
+def _relpath(path: str, roots: list) -> str:
+    for r in sorted((str(r) for r in roots), key=len, reverse=True):
+        if path == r or path.startswith(r.rstrip(os.sep) + os.sep):
+            return Path(path).relative_to(r).as_posix()
+    return Path(path).name
+
+
+def fs_path(uri: str) -> str | None:
+    """The file path of a document URI (None: not a file)."""
+    try:
+        return to_fs_path(uri) or None
+    except Exception:
+        return None
+
+
+def _admitted(uri: str, index: Any) -> str | None:
+    """The file path of an open document whose text may go into the prompt, or None:
+    inside the workspace the index's filter decides (ignored and secret files are
+    out); outside it, a source file whose name is not a secret's."""
+    from indexer.scan import is_secret_name, is_source_name
+
+    path = fs_path(uri)
+    if not path:
+        return None
+    ws = getattr(index, "workspace", None)
+    if ws is not None:
+        inside = ws.admits(path)
+        if inside is not None:
+            return path if inside else None
+    name = os.path.basename(path)
+    return path if is_source_name(name) and not is_secret_name(name) else None

@@ -1,0 +1,207 @@
+"""Cross-file context (lsp_server/context.py) over the symbol table (indexer/symbols.py):
+real files, the real workspace index with real watchdog events, the test tokenizer."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from indexer.symbols import SymbolTable, absolute_module, imports_of, python_definitions
+from indexer.workspace import WorkspaceIndex
+from lsp_server.context import ContextBuilder
+from lsp_server.prompt import CursorContext
+from lsp_server.settings import ServerSettings, SettingsError
+
+CORE = '''\
+class Thing:
+    """A thing with a size."""
+    size: int = 3
+
+    def __init__(self, name):
+        self.name = name
+
+    def grow(self, n):
+        total = 0
+        for i in range(n):
+            total += i
+        return total
+
+
+def helper(x, y=2):
+    """Add two numbers."""
+    return x + y
+
+
+def unused_elsewhere():
+    return 1
+'''
+
+USER_HEAD = '''\
+from pkg import helper
+from .core import Thing
+import pkg.core as core
+
+
+def main():
+    t = Thing("a")
+    '''
+USER_TAIL = "return helper(1)\n"
+
+
+def test_definitions_are_declarations():
+    defs = {d.name: d for d in python_definitions(CORE, "k", "pkg/core.py")}
+    assert set(defs) == {"Thing", "helper", "unused_elsewhere"}
+    assert defs["helper"].text.startswith("def helper(x, y=2):") and "return x + y" in defs["helper"].text
+    thing = defs["Thing"].text
+    assert "size: int = 3" in thing and "def __init__(self, name):" in thing and "def grow(self, n):" in thing
+    assert "total += i" not in thing  # methods are signatures only
+    assert python_definitions("def broken(:\n", "k", "x.py") is None
+
+
+def test_imports_are_read_from_broken_code():
+    text = "from .core import (Thing,\n  helper as h)\nimport pkg.core as core, os\nfrom ..up import x\ndef f(:\n"
+    got = {(i.local, i.module, i.name) for i in imports_of(text)}
+    assert ("Thing", ".core", "Thing") in got and ("h", ".core", "helper") in got
+    assert ("core", "pkg.core", None) in got and ("os", "os", None) in got and ("x", "..up", "x") in got
+    assert absolute_module(".core", "pkg/user.py") == "pkg.core"
+    assert absolute_module("..up", "pkg/sub/m.py") == "pkg.up"
+
+
+def test_re_exports_resolve_through_the_package():
+    table = SymbolTable()
+    table.update("/r/pkg/core.py", "pkg/core.py", CORE)
+    table.update("/r/pkg/__init__.py", "pkg/__init__.py", "from .core import helper\n")
+    d = table.resolve("pkg", "helper")
+    assert d is not None and d.relpath == "pkg/core.py"
+    assert table.resolve("pkg", "nothing") is None
+
+
+def _project(root: Path) -> None:
+    (root / "pkg").mkdir()
+    (root / "pkg" / "__init__.py").write_text("from .core import helper\n")
+    (root / "pkg" / "core.py").write_text(CORE)
+    (root / "pkg" / "user.py").write_text(USER_HEAD + USER_TAIL)
+
+
+class _Index:
+    """What the server's index adapter offers the context builder."""
+
+    def __init__(self, ws: WorkspaceIndex, root: Path) -> None:
+        self.workspace, self.roots = ws, [root]
+
+
+@pytest.fixture
+def workspace(tmp_path, tiny_tokenizer):
+    _project(tmp_path)
+    ws = WorkspaceIndex([tmp_path], tiny_tokenizer, persist=False, debounce_s=0.05, max_delay_s=0.2)
+    ws.start()
+    assert ws.wait_ready(60)
+    ws.flush()
+    yield ws, _Index(ws, tmp_path)
+    ws.stop(save=False)
+
+
+def _context(builder, current, index, root, tok, settings=None, docs=None, ctx=None):
+    path = root / "pkg" / "user.py"
+    return builder.context_for(
+        current, settings=settings or ServerSettings(), tokenizer=tok, index=index, uri=path.as_uri(),
+        path=str(path), ctx=ctx or CursorContext(USER_HEAD, USER_TAIL), docs=docs or {},
+    )  # fmt: skip
+
+
+def _wait_for(fn, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = fn()
+        if got:
+            return got
+        time.sleep(0.05)
+    return fn()
+
+
+def test_context_holds_the_definitions_used_near_the_cursor(workspace, tmp_path, tiny_tokenizer):
+    ws, index = workspace
+    builder = ContextBuilder()
+    state = _context(builder, None, index, tmp_path, tiny_tokenizer)
+    assert state is not None and state.tokens > 0
+    assert "# pkg/core.py" in state.text and "def helper(x, y=2):" in state.text and "class Thing:" in state.text
+    assert "unused_elsewhere" not in state.text  # not imported by the document
+    assert {"helper", "Thing"} <= state.considered
+    # unchanged: the very same state (its tokens stay in the document's KV cache)
+    assert _context(builder, state, index, tmp_path, tiny_tokenizer) is state
+    # off
+    assert _context(builder, state, index, tmp_path, tiny_tokenizer, ServerSettings().merged({"crossFileContext": False})) is None
+
+
+def test_context_is_rebuilt_when_a_definition_changes_on_disk(workspace, tmp_path, tiny_tokenizer):
+    ws, index = workspace
+    builder = ContextBuilder()
+    state = _context(builder, None, index, tmp_path, tiny_tokenizer)
+    assert "def helper(x, y=2):" in state.text
+    # a real file event (watchdog), not a call into the index
+    (tmp_path / "pkg" / "core.py").write_text(CORE.replace("def helper(x, y=2):", "def helper(x, y=2, *, scale=10):"))
+    new = _wait_for(lambda: (s := _context(builder, state, index, tmp_path, tiny_tokenizer)) is not state and s)
+    assert new and "def helper(x, y=2, *, scale=10):" in new.text
+    # a change elsewhere in the file that no chosen definition shows keeps the state
+    (tmp_path / "pkg" / "core.py").write_text(
+        CORE.replace("def helper(x, y=2):", "def helper(x, y=2, *, scale=10):") + "\n\ndef other():\n    return 2\n"
+    )
+    ws.flush()
+    _wait_for(lambda: any(d.name == "other" for d in ws.symbols.definitions(str(tmp_path / "pkg" / "core.py"))))
+    assert _context(builder, new, index, tmp_path, tiny_tokenizer) is new
+
+
+def test_context_is_rebuilt_when_a_definition_changes_in_an_open_buffer(workspace, tmp_path, tiny_tokenizer):
+    ws, index = workspace
+    builder = ContextBuilder()
+    state = _context(builder, None, index, tmp_path, tiny_tokenizer)
+    ws.update_buffer(tmp_path / "pkg" / "core.py", CORE.replace("return x + y", "return x * y"))
+    new = _wait_for(lambda: (s := _context(builder, state, index, tmp_path, tiny_tokenizer)) is not state and s)
+    assert new and "return x * y" in new.text and "return x + y" not in new.text
+
+
+def test_a_new_import_used_near_the_cursor_rebuilds(workspace, tmp_path, tiny_tokenizer):
+    ws, index = workspace
+    builder = ContextBuilder()
+    state = _context(builder, None, index, tmp_path, tiny_tokenizer)
+    head = "from pkg.core import unused_elsewhere\n" + USER_HEAD + "unused_elsewhere("
+    new = _context(builder, state, index, tmp_path, tiny_tokenizer, ctx=CursorContext(head, ")\n"))
+    assert new is not state and "def unused_elsewhere():" in new.text
+
+
+def test_secrets_and_ignored_files_never_reach_the_context(workspace, tmp_path, tiny_tokenizer):
+    ws, index = workspace
+    (tmp_path / ".gitignore").write_text("generated/\n")
+    (tmp_path / "generated").mkdir()
+    secret_words = "Thing helper main grow size name"
+    (tmp_path / "generated" / "gen.py").write_text(f"def leaked():\n    return '{secret_words} IGNORED'\n")
+    (tmp_path / ".env").write_text(f"TOKEN=supersecret  # {secret_words}\n")
+    (tmp_path / "pkg" / "user.py").write_text("from generated.gen import leaked\n" + USER_HEAD + USER_TAIL)
+    time.sleep(0.5)
+    ws.flush()
+    builder = ContextBuilder()
+    docs = {
+        (tmp_path / ".env").as_uri(): (1, (tmp_path / ".env").read_text()),
+        (tmp_path / "generated" / "gen.py").as_uri(): (1, (tmp_path / "generated" / "gen.py").read_text()),
+        (tmp_path / "pkg" / "core.py").as_uri(): (1, CORE),
+    }
+    head = "from generated.gen import leaked\n" + USER_HEAD + "leaked()\n    t.grow(size)\n    "
+    state = _context(builder, None, index, tmp_path, tiny_tokenizer, docs=docs, ctx=CursorContext(head, ""))
+    assert state is not None and state.text
+    assert "supersecret" not in state.text and "IGNORED" not in state.text and "leaked" not in state.text
+    assert "# pkg/core.py" in state.text  # the open, admitted document does
+
+
+def test_each_source_stays_in_its_budget_and_the_whole_in_a_third_of_the_prompt(workspace, tmp_path, tiny_tokenizer):
+    ws, index = workspace
+    builder = ContextBuilder()
+    docs = {(tmp_path / "pkg" / f"big{i}.py").as_uri(): (1, CORE * 4) for i in range(3)}
+    for budgets, cap in (({"definitions": 40}, 40), ({"open": 60}, 60), ({"definitions": 400, "open": 400}, 100)):
+        settings = ServerSettings().merged({"contextSources": budgets, "maxPromptTokens": 300})
+        state = _context(builder, None, index, tmp_path, tiny_tokenizer, settings=settings, docs=docs)
+        assert state is not None
+        assert state.tokens <= max(cap, 300 // 3) and state.tokens <= 300 // 3
+    with pytest.raises(SettingsError):
+        ServerSettings().merged({"contextSources": {"everything": 10}})
