@@ -24,8 +24,10 @@ is slower than AR's in the same run is flagged in red.
 
 Prompt layouts (``--layouts default,psm``) run side by side the same way: for every
 file, every (method, layout) pair gets a fresh server and the same keystrokes. Layout
-``default`` sends no ``promptLayout`` option (the server's own layout); any other name
-is sent as the ``promptLayout`` initialization option. Results are keyed ``METHOD`` for
+``default`` sends no ``promptLayout`` option (the server's own layout); ``nocontext``
+turns the cross-file context off (``crossFileContext: false``); any other name is sent
+as the ``promptLayout`` initialization option; parts join with ``+``
+(``psm+nocontext``). Results are keyed ``METHOD`` for
 the first layout listed and ``METHOD@LAYOUT`` for the others; "same text as AR" and
 "slower than AR" compare a key with the AR of its own layout, and a line per method
 compares the layouts (model-run p50 ratio first/other, median prefilled tokens).
@@ -456,9 +458,7 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
     }  # fmt: skip
     if args.engine:
         options["engine"] = json.loads(args.engine)
-    layout = getattr(args, "layout", DEFAULT_LAYOUT)
-    if layout != DEFAULT_LAYOUT:  # "default": the server's own layout, the option is not sent
-        options["promptLayout"] = layout
+    options.update(layout_options(getattr(args, "layout", DEFAULT_LAYOUT)))
     await client.initialize_async(
         types.InitializeParams(
             capabilities=types.ClientCapabilities(),
@@ -725,6 +725,22 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------ keys: METHOD@LAYOUT
 
 
+NO_CONTEXT = "nocontext"
+
+
+def layout_options(layout: str) -> dict[str, Any]:
+    """Server options of a layout name: ``default`` (none: the server's own layout),
+    a ``promptLayout`` (``psm``, ``anchored``), ``nocontext`` (no cross-file context),
+    or a combination joined by ``+`` (``psm+nocontext``)."""
+    options: dict[str, Any] = {}
+    for part in layout.split("+"):
+        if part == NO_CONTEXT:
+            options["crossFileContext"] = False
+        elif part != DEFAULT_LAYOUT:
+            options["promptLayout"] = part
+    return options
+
+
 def run_key(method: str, layout: str, layouts: list[str]) -> str:
     """The results key of a (method, layout) pair: ``METHOD`` for the first layout
     listed, ``METHOD@LAYOUT`` for the others."""
@@ -969,7 +985,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="methods, comma-separated: each gets a fresh server per file (default ar,fastcoder)")
     ap.add_argument("--layouts", "--layout", dest="layouts", default=DEFAULT_LAYOUT,
                     help="prompt layouts, comma-separated, run side by side (default: default = the server's own, "
-                         "no promptLayout option sent; any other name is sent as promptLayout, e.g. anchored, psm)")
+                         "no promptLayout option sent; nocontext: no cross-file context; any other name is sent as "
+                         "promptLayout, e.g. anchored, psm; parts join with +, e.g. psm+nocontext)")
     ap.add_argument("--accept", action="store_true",
                     help="the user presses Tab on a suggestion that is what they type next, then types on; "
                          "the editor asks again at once (after-accept requests)")
