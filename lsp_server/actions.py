@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lsp_server.stops import indent_width
+from lsp_server.postprocess import document_indent_unit, reindent
+from lsp_server.prompt import CursorContext, build_prompt
+from lsp_server.stops import indent_width, make_stop_fn
 
 TITLE = "Generate function body (FastCoder)"
 KIND = "refactor.rewrite.fastcoder.generateBody"
@@ -83,12 +86,6 @@ def _leading_ws(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
 
-def _unit_for(text: str) -> str:
-    from lsp_server.postprocess import document_indent_unit
-
-    return document_indent_unit(text)
-
-
 # ---------------------------------------------------------------------------- python
 
 
@@ -119,7 +116,7 @@ def python_stub(text: str, line: int) -> Stub | None:
     if first_stmt.lineno - 1 > def_line:
         indent = _leading_ws(lines[first_stmt.lineno - 1])
     else:
-        indent = def_indent + _unit_for(text)
+        indent = def_indent + document_indent_unit(text)
     if rest:
         a, b = rest[0], rest[-1]
         a_line, b_line = a.lineno - 1, (b.end_lineno or b.lineno) - 1
@@ -278,7 +275,7 @@ def indentation_stub(text: str, line: int) -> Stub | None:
                 return None
             if stub_lines and min(stub_lines) < max(doc_lines):
                 return None
-        indent = _leading_ws(lines[real[0]]) if real else _leading_ws(lines[d]) + _unit_for(text)
+        indent = _leading_ws(lines[real[0]]) if real else _leading_ws(lines[d]) + document_indent_unit(text)
         if stub_lines:
             a, b = stub_lines[0], stub_lines[-1]
             return Stub(m[1], d, last, starts[a], starts[b] + len(lines[b].rstrip("\r")), indent, indent, "")
@@ -298,7 +295,7 @@ def brace_stub(text: str, line: int) -> Stub | None:
         if m is None:
             continue
         sig_indent, name, closed = m
-        indent = sig_indent + _unit_for(text)
+        indent = sig_indent + document_indent_unit(text)
         open_col = raw.rindex("{")
         if closed:  # "f() {}" on one line
             if line != d:
@@ -359,3 +356,41 @@ def finish_body(generated: str, stub: Stub, truncated: bool) -> str:
     if not body.strip():
         return ""
     return stub.lead + body + stub.tail
+
+
+def generate_body(
+    engine: Any,
+    fim: Any,
+    text: str,
+    stub: Stub,
+    settings: Any,
+    *,
+    sources: Any = None,
+    cancel: threading.Event | None = None,
+) -> tuple[str, Any]:
+    """(replacement for the stub's range, the Generation). Runs in the model thread.
+
+    ``fim``: the model's FIM tokens (None: a prefix-only prompt); ``settings``: the
+    server's :class:`lsp_server.settings.ServerSettings`.
+    """
+    from fastcoder.session import Session
+
+    ctx = CursorContext(*body_prompt_context(text, stub))
+    prompt = build_prompt(engine.tokenizer, fim, ctx, settings.max_prompt_tokens,
+                          suffix_share=settings.suffix_share if fim else 0.0)  # fmt: skip
+    gen = engine.generate(
+        prompt.ids,
+        settings.decode_config(
+            max_new_tokens=settings.max_body_tokens,
+            time_budget_s=None if settings.body_time_budget_ms is None else settings.body_time_budget_ms / 1000,
+        ),
+        session=Session(settings.engine),
+        sources=sources,
+        stop_fn=make_stop_fn("block", ctx.line_prefix, ctx.following_lines),
+        cancel=cancel,
+    )
+    if gen.cancelled:
+        return "", gen
+    truncated = gen.stats.stop_reason in ("max_new_tokens", "time_budget")
+    body = reindent(gen.text, document_indent_unit(text))
+    return finish_body(body, stub, truncated), gen

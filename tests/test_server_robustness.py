@@ -26,7 +26,8 @@ from lsp_server.documents import (
     tokenizable,
 )
 from lsp_server.prompt import encode
-from lsp_server.server import strict_converter, word_before
+from lsp_server.protocol import strict_converter
+from lsp_server.server import word_before
 from fastcoder_bench.lsp_client import StdioClient, frame, server_command
 
 # ============================================================================ 4. line breaks

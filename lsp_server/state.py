@@ -1,0 +1,213 @@
+"""The language server's state: :class:`FastCoderServer`, the ``ls`` every handler of
+:mod:`lsp_server.server` receives."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from lsprotocol import types
+from pygls.uris import to_fs_path
+
+from fastcoder import __version__ as _fastcoder_version
+from lsp_server.complete import Completer
+from lsp_server.documents import tokenizable
+from lsp_server.metrics import ServerMetrics
+from lsp_server.model_host import ModelHost
+from lsp_server.protocol import HardenedServer, RequestFailed
+from lsp_server.sessions import SessionRegistry
+from lsp_server.settings import ServerSettings
+from lsp_server.workspace import WorkspaceIndex
+
+log = logging.getLogger(__name__)
+
+STATUS = "fastcoder/status"
+
+
+class FastCoderServer(HardenedServer):
+    """The server's state, shared by every handler (their ``ls``): the settings, the
+    per-document sessions, the model host, the workspace index, the completer and the
+    metrics; and what the server tells the client on its own (status, progress).
+
+    Threads: pygls runs handlers on its asyncio loop; the model runs on one thread of
+    its own (:class:`lsp_server.model_host.ModelHost`); the workspace index builds on
+    another. Everything that reaches the client from another thread goes through
+    :meth:`call_soon` onto the loop.
+    """
+
+    def __init__(self, settings: ServerSettings) -> None:
+        super().__init__("fastcoder", _fastcoder_version, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.settings = settings
+        self.registry = SessionRegistry(max_kv_bytes=settings.kv_cache_mb * 2**20)  # the one registry of per-document state
+        self.metrics = ServerMetrics()
+        self.host = ModelHost(on_status=self._model_status, on_loaded=self._model_loaded)
+        self.index: WorkspaceIndex | None = None
+        self.completer = Completer(
+            self.host, self.registry, self.metrics, lambda: self.settings, lambda: self.index,
+            documents=lambda: {u: (d.version, d.source) for u, d in list(self.workspace.text_documents.items())},
+        )  # fmt: skip
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.roots: list[Path] = []
+        self.started = time.monotonic()
+        self._status: tuple[str, str] = ("", "")  # the last one sent
+        self._progress_chain: asyncio.Future | None = None
+        self._progress_token: str | None = None
+        self._progress_n = 0
+        self._buffer_timers: dict[str, asyncio.TimerHandle] = {}
+
+    # ------------------------------------------------------------------ plumbing
+    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on the server's loop (from any thread)."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            fn(*args)
+        else:
+            loop.call_soon_threadsafe(fn, *args)
+
+    def status(self, state: str, message: str) -> None:
+        """Send ``fastcoder/status`` when it changed (thread-safe)."""
+        self.call_soon(self._send_status, state, message)
+
+    def _send_status(self, state: str, message: str) -> None:
+        if (state, message) != self._status:
+            self._status = (state, message)
+            self.protocol.notify(STATUS, {"state": state, "message": message})
+
+    def overall_status(self) -> tuple[str, str]:
+        if self.host.state in ("loading", "idle"):
+            return "loading", self.host.message
+        if self.host.state == "error":
+            return "error", self.host.message
+        if self.index is not None and self.index.state == "indexing":
+            return "indexing", "indexing the workspace"
+        extra = f"; {self.index.summary()}" if self.index is not None else ""
+        return "ready", self.host.message + extra
+
+    def _model_status(self, state: str, message: str) -> None:
+        self.status(state, message)
+
+    def _model_loaded(self, loaded: Any) -> None:
+        """Model thread -> loop: sessions start again; the index is opened for this tokenizer."""
+        self.call_soon(self._after_load, loaded)
+
+    def _after_load(self, loaded: Any) -> None:
+        self.registry.reset_all(self.settings.engine)
+        self.open_index(loaded.tokenizer, loaded.fingerprint)
+        self.status(*self.overall_status())
+        for doc in list(self.workspace.text_documents.values()):
+            state = self.registry.get(doc.uri)
+            if state is not None:
+                self.completer.warm(state, doc.source)
+
+    def open_index(self, tokenizer: Any, fingerprint: str, force: bool = False) -> None:
+        """(Re)open D_r / D_c for ``tokenizer`` unless the current index already fits."""
+        old = self.index
+        if old is not None and old.fingerprint == fingerprint and not force:
+            old.tokenizer = tokenizer
+            return
+        if old is not None:
+            threading.Thread(target=old.close, name="fastcoder-index-close", daemon=True).start()
+        s = self.settings
+        self.index = WorkspaceIndex(
+            tokenizer, self.roots, self._index_progress, self._index_status,
+            fingerprint=fingerprint, use_common=s.common_index, use_workspace=s.workspace_index,
+            use_deps=s.dependency_index, python=s.python_path or None,
+        )  # fmt: skip
+        self.index.start()
+        for doc in list(self.workspace.text_documents.values()):
+            self.schedule_buffer(doc.uri, 0.0)
+
+    def _index_status(self, state: str, message: str) -> None:
+        self.call_soon(lambda: self.status(*self.overall_status()))
+
+    def _index_progress(self, kind: str, percentage: int | None, message: str) -> None:
+        self.call_soon(self._progress_event, kind, percentage, message)
+
+    def _progress_event(self, kind: str, percentage: int | None, message: str) -> None:
+        """$/progress while indexing (tokens created first when the client supports it);
+        events are chained so begin/report/end arrive in order."""
+        if kind == "begin":
+            self.status("indexing", message)
+        elif kind == "end":
+            self.status(*self.overall_status())
+        prev = self._progress_chain
+        self._progress_chain = asyncio.ensure_future(self._send_progress(prev, kind, percentage, message))
+
+    async def _send_progress(self, prev: asyncio.Future | None, kind: str, pct: int | None, message: str) -> None:
+        if prev is not None:
+            await asyncio.gather(prev, return_exceptions=True)
+        caps = self.client_capabilities
+        if not (caps and caps.window and caps.window.work_done_progress):
+            return
+        try:
+            if kind == "begin":
+                self._progress_n += 1
+                token = f"fastcoder-index-{self._progress_n}"
+                await self.work_done_progress.create_async(token)
+                self._progress_token = token
+                self.work_done_progress.begin(
+                    token, types.WorkDoneProgressBegin(title="FastCoder", message=message, percentage=0, cancellable=False)
+                )
+            elif self._progress_token is not None:
+                if kind == "report":
+                    self.work_done_progress.report(
+                        self._progress_token, types.WorkDoneProgressReport(message=message or None, percentage=pct)
+                    )
+                else:
+                    self.work_done_progress.end(self._progress_token, types.WorkDoneProgressEnd(message=message))
+                    self._progress_token = None
+        except Exception as exc:  # a client that refuses the token: status notifications still work
+            log.info("$/progress not sent: %s", exc)
+
+    def schedule_buffer(self, uri: str, delay: float = 0.3) -> None:
+        """Give the index the text of an open buffer, at most every ``delay`` seconds."""
+        if self.loop is None:
+            return
+        old = self._buffer_timers.pop(uri, None)
+        if old is not None:
+            old.cancel()
+        self._buffer_timers[uri] = self.loop.call_later(delay, self._flush_buffer, uri)
+
+    def close_buffer(self, uri: str) -> None:
+        """A document closed: no pending update for it, and the index reads the disk again."""
+        timer = self._buffer_timers.pop(uri, None)
+        if timer is not None:
+            timer.cancel()
+        if self.index is not None:
+            self.index.close_buffer(to_fs_path(uri) or uri)
+
+    def _flush_buffer(self, uri: str) -> None:
+        self._buffer_timers.pop(uri, None)
+        doc = self.workspace.text_documents.get(uri)
+        if doc is None or self.index is None or self.index.workspace is None:
+            return
+        self.index.update_buffer(to_fs_path(uri) or uri, tokenizable(doc.source))  # cheap: the indexer queues it
+
+    # ------------------------------------------------------------------ for handlers
+    def require_model(self) -> None:
+        if not self.host.ready:
+            state, message = self.overall_status()
+            raise RequestFailed(f"the model is not ready ({state}: {message})")
+
+    def stats_json(self) -> dict[str, Any]:
+        out = self.metrics.to_json()
+        out.update(
+            server={"version": _fastcoder_version, "uptimeSeconds": time.monotonic() - self.started,
+                    "openDocuments": len(self.registry),
+                    "kvCacheMb": round(self.registry.kv_bytes() / 2**20, 1), "status": dict(zip(("state", "message"), self.overall_status()))},
+            model=self.host.describe(),
+            index=self.index.stats() if self.index is not None else {"state": "not started"},
+            settings=self.settings.to_json(),
+        )  # fmt: skip
+        return json.loads(json.dumps(out, default=str))
