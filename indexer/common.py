@@ -273,7 +273,8 @@ def build_common_from_packages(
     from fastcoder.models import cache_root, tokenizer_fingerprint
     from indexer.packages import normalize
     from indexer.persist import dir_lock
-    from indexer.shards import PackageDocs, ShardSet, build_from_docs, package_docs
+    from indexer.package_stores import PackageDocs, build_from_docs, package_docs
+    from indexer.shards import ShardSet
 
     fp = fingerprint or tokenizer_fingerprint(tokenizer)
     work = Path(work_dir) if work_dir is not None else cache_root() / "common" / f"tokens-{fp}"

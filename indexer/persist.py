@@ -35,7 +35,7 @@ from typing import Any, Iterator, Sequence
 
 from fastcoder.datastore import TokenDatastore
 from fastcoder.errors import DatastoreError
-from indexer.repo_store import FileRecord, SavedState
+from indexer.repo_records import FileRecord, SavedState
 
 log = logging.getLogger(__name__)
 

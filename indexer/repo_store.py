@@ -11,13 +11,13 @@ the live files. A change re-tokenizes the file(s) and rebuilds only the delta (a
 milliseconds); when the delta grows past a threshold, a background thread rebuilds
 the base from the live documents (no re-tokenizing) and swaps it in.
 
-Concurrency: every search reads one immutable :class:`Snapshot` reference and takes
-no lock, so a search never waits for an update or a rebuild. Writers serialise on a
-lock, build new stores (the big ones off the lock) and publish a new snapshot by
-swapping one reference. Each file version carries a generation number, so a base
-built while edits kept coming is reconciled with them before it is published: a
-document that changed meanwhile is tombstoned in the new base, its newer version
-stays in the delta.
+Concurrency: every search reads one immutable :class:`~indexer.repo_records.Snapshot`
+reference and takes no lock, so a search never waits for an update or a rebuild.
+Writers serialise on a lock, build new stores (the big ones off the lock) and publish
+a new snapshot by swapping one reference. Each file version carries a generation
+number, so a base built while edits kept coming is reconciled with them before it is
+published: a document that changed meanwhile is tombstoned in the new base, its newer
+version stays in the delta.
 
 Keys are absolute file paths (strings). Open editor buffers can override the disk:
 ``update_file(path, text)`` indexes ``text`` and ignores the disk version until
@@ -36,7 +36,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from fastcoder.datastore import Retrieval, TokenDatastore
-from indexer.scan import MAX_FILE_BYTES, SourceText, read_source, sha256_text
+from indexer.repo_records import Change, FileRecord, SavedState, Snapshot, normalize_key
+from indexer.scan import MAX_FILE_BYTES, SourceText, read_source
 from indexer.tokenizing import batched, encode
 from fastcoder.search import search
 
@@ -49,71 +50,8 @@ MERGE_FILES = 50
 """Delta size (files) that triggers a background merge into the base."""
 
 
-@dataclass(frozen=True)
-class FileRecord:
-    """What is indexed for one file.
-
-    ``sha256``, ``size``: of the indexed content (UTF-8 bytes); ``mtime_ns``: the file's
-    modification time when read (-1 when the content came from an editor buffer);
-    ``tokens``: token count; ``buffer``: the content is an open editor buffer.
-    """
-
-    sha256: str
-    size: int
-    mtime_ns: int
-    tokens: int
-    buffer: bool = False
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """An immutable view of the index, searched without locks.
-
-    ``dead``: sorted ids of tombstoned base documents; ``delta`` may be None.
-    """
-
-    base: TokenDatastore
-    dead: np.ndarray
-    delta: TokenDatastore | None
-    version: int
-
-
-@dataclass(frozen=True)
-class Change:
-    """The outcome of one update: ``kind`` is ``"indexed"`` (new or changed content is
-    now searchable), ``"unchanged"`` (same content as indexed), ``"removed"`` (it was
-    indexed and is not any more) or ``"skipped"`` (not indexed, nothing to remove);
-    ``tokens``: tokens indexed for it (0 unless indexed)."""
-
-    key: str
-    kind: str
-    tokens: int = 0
-
-
-@dataclass
-class SavedState:
-    """Everything needed to persist or restore a :class:`RepoIndex`.
-
-    ``base_docs`` / ``delta_docs``: key -> document id in ``base`` / ``delta``
-    (base documents not listed are tombstones); ``records``: key -> :class:`FileRecord`.
-    """
-
-    base: TokenDatastore
-    delta: TokenDatastore | None
-    base_docs: dict[str, int]
-    delta_docs: dict[str, int]
-    records: dict[str, FileRecord]
-    version: int
-    base_serial: int = 0
-
-
 def _empty_store(fingerprint: str) -> TokenDatastore:
     return TokenDatastore.build([], fingerprint=fingerprint)
-
-
-def normalize_key(path: str | os.PathLike[str]) -> str:
-    """The key of a file: its absolute, normalised path (symlinks not resolved)."""
-    return os.path.abspath(os.fspath(path))
 
 
 @dataclass
@@ -306,11 +244,9 @@ class RepoIndex:
     # ------------------------------------------------------------------ updates
     def _content(self, key: str, text: str | None) -> SourceText | None:
         if text is not None:
-            data = text.encode("utf-8", "surrogatepass")
-            return SourceText(text, sha256_text(text), len(data), -1)
+            return SourceText.of_buffer(text)
         if key in self._overrides:
-            t = self._overrides[key]
-            return SourceText(t, sha256_text(t), len(t.encode("utf-8", "surrogatepass")), -1)
+            return SourceText.of_buffer(self._overrides[key])
         return read_source(key, self.max_bytes)
 
     def update_file(self, path: str | os.PathLike[str], text: str | None = None) -> Change:
@@ -471,8 +407,7 @@ class RepoIndex:
         for path, src in contents:
             key = normalize_key(path)
             if key in overrides:
-                t = overrides[key]
-                src = SourceText(t, sha256_text(t), len(t.encode("utf-8", "surrogatepass")), -1)
+                src = SourceText.of_buffer(overrides[key])
             items.append((key, src))
         items = list(dict(items).items())
         ids = self._tokenize_many(items, progress)

@@ -101,6 +101,11 @@ class SourceText:
     size: int
     mtime_ns: int
 
+    @classmethod
+    def of_buffer(cls, text: str) -> "SourceText":
+        """An editor buffer's text: not from disk (``mtime_ns`` -1)."""
+        return cls(text, sha256_text(text), len(text.encode("utf-8", "surrogatepass")), -1)
+
 
 def sha256_text(text: str) -> str:
     """The sha256 of ``text`` encoded as UTF-8 (used for editor buffers)."""

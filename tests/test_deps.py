@@ -19,7 +19,8 @@ from fastcoder.models import tokenizer_fingerprint
 from indexer import deps as deps_mod
 from indexer.deps import build_deps, find_environment, start_deps
 from indexer.packages import PackageSource, keep_path, list_distributions, read_text
-from indexer.shards import ShardedStore, ShardSet, build_from_docs, load_store, origins, pattern_origins, tokenize_packages
+from indexer.package_stores import build_from_docs, origins, pattern_origins, tokenize_packages
+from indexer.shards import ShardedStore, ShardSet, load_store
 from test_indexer_support import isolated_cache, phrase, write  # noqa: F401 - fixture
 
 
@@ -375,7 +376,7 @@ def test_origins_without_a_table():
 def test_build_from_docs_table_ranges(tiny_tokenizer):
     pkgs = [PackageSource("p", "1", []), PackageSource("q", "2", [])]
     assert list(tokenize_packages(tiny_tokenizer, pkgs)) and True
-    from indexer.shards import PackageDocs
+    from indexer.package_stores import PackageDocs
 
     parts = [PackageDocs("p", "1", ["a.py", "b.py"], [np.array([5, 6], np.int32), np.array([7], np.int32)]),
              PackageDocs("q", "2", ["c.py"], [np.array([5, 6, 8], np.int32)])]

@@ -261,7 +261,8 @@ def _origin(src: Any, pattern: list[int]) -> dict[str, Any]:
     """Where a continuation came from, for stores built from packages (D_d, a package
     D_c): the most frequent (package, version, file) and the count per package."""
     from fastcoder.datastore import TokenDatastore
-    from indexer.shards import ShardedStore, package_table, pattern_origins
+    from indexer.package_stores import package_table, pattern_origins
+    from indexer.shards import ShardedStore
 
     if isinstance(src, ShardedStore):
         stores = src.shards
