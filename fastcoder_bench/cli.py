@@ -24,6 +24,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "scale": ("fastcoder_bench.scale", "retrieval latency, build time and memory at 10M-100M tokens"),
     "sources": ("fastcoder_bench.sources", "FastCoder with several D_c / D_d choices side by side"),
     "soak": ("fastcoder_bench.soak", "10,000 requests with random cancels over several documents: server RSS and latency"),
+    "quality": ("fastcoder_bench.quality", "cross-file tasks through the real server: does a suggestion match what was written next?"),
 }
 
 
