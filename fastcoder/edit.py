@@ -32,6 +32,7 @@ from typing import Any, Sequence
 from fastcoder.config import DecodeConfig
 from fastcoder.decode import Generation, StepCallback
 from fastcoder.errors import FastCoderError
+from fastcoder.tokens import encode
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +85,6 @@ def _validate(code: str, instruction: str) -> None:
         raise FastCoderError("nothing to edit: the code to edit is empty (select some code)")
     if not isinstance(instruction, str) or not instruction.strip():
         raise FastCoderError("no edit instruction given: say what to change")
-
-
-def _encode(tokenizer: Any, text: str) -> list[int]:
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 @dataclass
@@ -147,14 +144,14 @@ def build_edit_prompt(tokenizer: Any, code: str, instruction: str, language: str
     """
     p = edit_prompt_text(tokenizer, code, instruction, language, prefill=prefill)
     # encoded in two pieces so the template's last token is never merged with the fence
-    return _encode(tokenizer, p.head) + (_encode(tokenizer, p.opening) if p.opening else [])
+    return encode(tokenizer, p.head, special="parse") + (encode(tokenizer, p.opening, special="parse") if p.opening else [])
 
 
 def edit_reference(tokenizer: Any, code: str) -> list[int]:
     """The draft reference: the original code (trailing breaks trimmed) and the closing
     fence, tokenized as the model writes it after the primed opening fence."""
     body, _ = _split_trailing(_normalize(code))
-    return _encode(tokenizer, f"{body}\n{choose_fence(body)}")
+    return encode(tokenizer, f"{body}\n{choose_fence(body)}", special="parse")
 
 
 def edit_stop_fn(fence: str = "```"):
@@ -275,11 +272,11 @@ def edit_code(
     _validate(code, instruction)
     tok = engine.tokenizer
     p = edit_prompt_text(tok, code, instruction, language, prefill=True)
-    prompt_ids = _encode(tok, p.head) + _encode(tok, p.opening)
+    prompt_ids = encode(tok, p.head, special="parse") + encode(tok, p.opening, special="parse")
     reference = edit_reference(tok, code)
     if max_new_tokens is None:
         body, _ = _split_trailing(_normalize(code))
-        max_new_tokens = 2 * len(_encode(tok, body)) + 64
+        max_new_tokens = 2 * len(encode(tok, body, special="parse")) + 64
     if max_new_tokens < 1:
         raise FastCoderError(f"max_new_tokens must be >= 1 (got {max_new_tokens})")
     cfg = edit_config(method, max_new_tokens=max_new_tokens, base=config)

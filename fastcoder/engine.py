@@ -17,6 +17,7 @@ from fastcoder.config import DecodeConfig
 from fastcoder.decode import Generation, StepCallback, StopFn, generate
 from fastcoder.drafters import Sources, make_drafter
 from fastcoder.session import Session
+from fastcoder.tokens import encode
 from fastcoder.verifier import Verifier
 
 
@@ -55,7 +56,8 @@ class Engine:
             return self._curve
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        """Token ids of ``text``, special tokens spelled in it parsed (a prompt as given)."""
+        return encode(self.tokenizer, text, special="parse")
 
     def generate(
         self,

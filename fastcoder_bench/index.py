@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fastcoder.tokens import encode
 from fastcoder_bench.output import recording
 
 DJANGO = "django==5.1.4"
@@ -205,7 +206,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
             lat.append((time.perf_counter() - t0) * 1000)
             with lock:
                 rep_lat.append(reported[rel])
-            ids = tok(text, add_special_tokens=False)["input_ids"]
+            ids = encode(tok, text, special="parse")
             ctx, want = ids[-20:-4], tuple(ids[-4:])
             r = idx.source.retrieve(ctx)
             if r.match_len < 16 or want not in {p for p, _ in r.nodes}:
@@ -240,7 +241,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
         # 4. retrieval ---------------------------------------------------------------
         ctxs = []
         for path in rng.sample(files, min(50, len(files))):
-            ids = tok(path.read_text(encoding="utf-8"), add_special_tokens=False)["input_ids"]
+            ids = encode(tok, path.read_text(encoding="utf-8"), special="parse")
             for _ in range(4):
                 end = rng.randrange(16, max(17, len(ids)))
                 ctxs.append(ids[end - 16 : end])

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fastcoder.tokens import encode
 from fastcoder_bench.output import recording
 
 
@@ -77,7 +78,7 @@ def _run(args: argparse.Namespace) -> dict:
                      "rss_load_mb": round(_rss_mb() - rss0, 1)}
 
     files = sorted(p for p in args.query_dir.rglob("*.py") if ".venv" not in p.parts)
-    streams = [tok(p.read_text(encoding="utf-8", errors="replace"), add_special_tokens=False)["input_ids"] for p in files]
+    streams = [encode(tok, p.read_text(encoding="utf-8", errors="replace"), special="parse") for p in files]
     rng = np.random.default_rng(0)
     queries = []
     for _ in range(args.queries):

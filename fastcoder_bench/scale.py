@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fastcoder.tokens import encode
 from fastcoder_bench.output import recording
 
 
@@ -49,7 +50,7 @@ def _status() -> dict[str, float]:
 
 def _queries(tok, n: int, root: Path, seed: int = 0) -> list[list[int]]:
     files = sorted(p for d in ("fastcoder", "indexer", "lsp_server", "tests") for p in (root / d).rglob("*.py"))
-    streams = [tok(p.read_text(encoding="utf-8", errors="replace"), add_special_tokens=False)["input_ids"] for p in files]
+    streams = [encode(tok, p.read_text(encoding="utf-8", errors="replace"), special="parse") for p in files]
     streams = [s for s in streams if len(s) >= 20]
     rng = np.random.default_rng(seed)
     out = []

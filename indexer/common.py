@@ -35,7 +35,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from fastcoder.datastore import TokenDatastore
 from fastcoder.errors import DatastoreError, FastCoderError
 from indexer.scan import read_source
-from indexer.tokenizing import batched, encode
+from fastcoder.tokens import encode_batch
+from indexer.tokenizing import batched
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +167,7 @@ def build_common(
     n_tokens = 0
     t0 = time.perf_counter()
     for batch in batched(texts(), len):
-        ids = encode(tokenizer, batch)
+        ids = encode_batch(tokenizer, batch, special="parse")
         docs.extend(ids)
         n_tokens += sum(int(a.size) for a in ids)
         if progress is not None:

@@ -108,7 +108,8 @@ def tokenize_packages(
     across package boundaries; yields each package's documents in order once done.
     ``on_package(key)`` is called for every package tokenized (a counter for tests)."""
     from indexer.packages import read_package
-    from indexer.tokenizing import BATCH_CHARS, encode
+    from fastcoder.tokens import encode_batch
+    from indexer.tokenizing import BATCH_CHARS
 
     done_files = 0
     total_files = sum(len(p.files) for p in packages)
@@ -120,7 +121,7 @@ def tokenize_packages(
     def flush() -> None:
         nonlocal batch, chars, tokens
         if batch:
-            ids = encode(tokenizer, [t for _, t in batch])
+            ids = encode_batch(tokenizer, [t for _, t in batch], special="parse")
             for (pd, _), arr in zip(batch, ids):
                 pd.docs.append(arr)
                 tokens += int(arr.size)

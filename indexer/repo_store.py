@@ -38,8 +38,9 @@ import numpy as np
 from fastcoder.datastore import Retrieval, TokenDatastore
 from indexer.repo_records import Change, FileRecord, SavedState, Snapshot, normalize_key
 from indexer.scan import MAX_FILE_BYTES, SourceText, read_source
-from indexer.tokenizing import batched, encode
+from indexer.tokenizing import batched
 from fastcoder.search import search
+from fastcoder.tokens import encode_batch
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +71,8 @@ class RepoIndex:
     """Incremental repository datastore (D_r); a ``RetrievalSource``.
 
     Parameters:
-        tokenizer: a Hugging Face fast tokenizer (``tokenizer(texts,
-            add_special_tokens=False)`` is used, in batches).
+        tokenizer: a Hugging Face fast tokenizer (files are tokenized in batches
+            by :func:`fastcoder.tokens.encode_batch`, special tokens parsed).
         fingerprint: the tokenizer fingerprint recorded in the stores.
         merge_tokens, merge_files: delta size that triggers a background merge.
         max_bytes: files larger than this are not indexed.
@@ -204,7 +205,7 @@ class RepoIndex:
     # ------------------------------------------------------------------ tokenizing
     def _tokenize(self, texts: Sequence[str]) -> list[np.ndarray]:
         with self._tok_lock:
-            ids = encode(self.tokenizer, texts)
+            ids = encode_batch(self.tokenizer, texts, special="parse")
             self.files_tokenized += len(texts)
         return ids
 

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastcoder.models import FimTokens
+from fastcoder import tokens
 from fastcoder.tokens import TokenInfo
 from lsp_server.documents import tokenizable
 
@@ -145,21 +146,15 @@ class Prompt:
     layout: str = "psm"
 
 
-def _encode(tokenizer: Any, text: str, offsets: bool = False) -> Any:
-    kwargs: dict[str, Any] = {"add_special_tokens": False}
-    if offsets:
-        kwargs["return_offsets_mapping"] = True
-    text = tokenizable(text)  # lone surrogates -> U+FFFD, one for one (offsets stay valid)
-    try:
-        # text that merely looks like a special token must not become one
-        return tokenizer(text, split_special_tokens=True, **kwargs)
-    except TypeError:
-        return tokenizer(text, **kwargs)
+def _spans(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+    """:func:`encode`, and each token's (start, end) in ``text``."""
+    return tokens.encode_with_offsets(tokenizer, tokenizable(text), special="plain")
 
 
 def encode(tokenizer: Any, text: str) -> list[int]:
-    """Token ids of plain text (no special tokens added, none parsed from the text)."""
-    return list(_encode(tokenizer, text)["input_ids"])
+    """Token ids of a document's text: no special tokens added, none parsed from the
+    text (it is ``"plain"``), lone surrogates made U+FFFD one for one (offsets stay valid)."""
+    return tokens.encode(tokenizer, tokenizable(text), special="plain")
 
 
 def _line_start_at_or_after(text: str, pos: int) -> int:
@@ -185,13 +180,12 @@ def cut_prefix(tokenizer: Any, prefix: str, budget: int, sticky: int | None = No
                 return sticky, ids
     window = max(0, len(prefix) - budget * _MAX_CHARS_PER_TOKEN)
     tail = prefix[window:]
-    enc = _encode(tokenizer, tail, offsets=True)
-    ids = list(enc["input_ids"])
+    ids, spans = _spans(tokenizer, tail)
     if window == 0 and len(ids) <= budget:
         return 0, ids
     target = budget if sticky is None else int(budget * (1 - _HEADROOM))
     first = max(0, len(ids) - max(target, 1))
-    start = window + enc["offset_mapping"][first][0] if ids else len(prefix)
+    start = window + spans[first][0] if ids else len(prefix)
     line_start = _line_start_at_or_after(prefix, start)
     if line_start < len(prefix):
         start = line_start
@@ -209,14 +203,13 @@ def cut_suffix(tokenizer: Any, suffix: str, budget: int) -> tuple[int, list[int]
     if budget <= 0 or not suffix:
         return 0, []
     head = suffix[: budget * _MAX_CHARS_PER_TOKEN]
-    enc = _encode(tokenizer, head, offsets=True)
-    ids = list(enc["input_ids"])
+    ids, spans = _spans(tokenizer, head)
     if len(head) == len(suffix) and len(ids) <= budget:
         return len(suffix), ids
     if len(ids) <= budget:
         end = len(head)
     else:
-        end = enc["offset_mapping"][budget][0]
+        end = spans[budget][0]
     # keep whole lines: cut after the last line break before `end`
     nl = suffix.rfind("\n", 0, end)
     if nl >= 0:
@@ -287,8 +280,7 @@ def heal_split(tokenizer: Any, typed: str) -> tuple[str, str]:
     plain ASCII is not healed (byte-level tokens of one character could not be forced)."""
     if not typed:
         return typed, ""
-    enc = _encode(tokenizer, typed, offsets=True)
-    offsets = enc.get("offset_mapping") or []
+    offsets = _spans(tokenizer, typed)[1] or []
     if not offsets:
         return typed, ""
     start = int(offsets[-1][0])

@@ -1,10 +1,11 @@
-"""Batched encoding gives exactly the tokenizer's own ids."""
+"""The one text-to-ids path (fastcoder.tokens) gives exactly the tokenizer's own ids."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from indexer.tokenizing import batched, encode
+from fastcoder.tokens import encode, encode_batch, encode_with_offsets
+from indexer.tokenizing import batched
 
 
 def test_encode_equals_tokenizer_call(tiny_tokenizer):
@@ -15,11 +16,28 @@ def test_encode_equals_tokenizer_call(tiny_tokenizer):
         "caf\u00e9 \u4e2d\u6587 \U0001f600\r\n\ttabs",
         "x" * 5000,
     ]
-    got = encode(tiny_tokenizer, texts)
+    got = encode_batch(tiny_tokenizer, texts, special="parse")
     want = tiny_tokenizer(texts, add_special_tokens=False)["input_ids"]
     assert [a.tolist() for a in got] == want
     assert all(a.dtype == np.int32 for a in got)
-    assert encode(tiny_tokenizer, []) == []
+    assert encode_batch(tiny_tokenizer, [], special="parse") == []
+    assert [encode(tiny_tokenizer, t, special="parse") for t in texts] == want
+    # "plain": text that spells a special token stays text
+    plain = [tiny_tokenizer(t, add_special_tokens=False, split_special_tokens=True)["input_ids"] for t in texts]
+    assert [encode(tiny_tokenizer, t, special="plain") for t in texts] == plain
+    assert [a.tolist() for a in encode_batch(tiny_tokenizer, texts, special="plain")] == plain
+    assert plain[2] != want[2]
+    ids, spans = encode_with_offsets(tiny_tokenizer, texts[0], special="plain")
+    assert ids == plain[0] and len(spans) == len(ids) and spans[0][0] == 0
+
+
+def test_parse_after_plain_still_parses(tiny_tokenizer):
+    # transformers leaves the Rust tokenizer splitting special tokens after a
+    # split_special_tokens=True call; the batched fast path must not inherit that
+    text = ["a <|endoftext|> b"]
+    want = tiny_tokenizer(text, add_special_tokens=False)["input_ids"]
+    encode(tiny_tokenizer, text[0], special="plain")
+    assert [a.tolist() for a in encode_batch(tiny_tokenizer, text, special="parse")] == want
 
 
 def test_batched_respects_budget():

@@ -65,12 +65,13 @@ class RepoCorpus:
         """Tokenize every file once (batched, the indexer's encoder)."""
         if self._tokens is not None and fingerprint == self._fingerprint:
             return
-        from indexer.tokenizing import batched, encode
+        from fastcoder.tokens import encode_batch
+        from indexer.tokenizing import batched
 
         rels = sorted(self.texts)
         toks: dict[str, np.ndarray] = {}
         for batch in batched(rels, lambda r: len(self.texts[r])):
-            for rel, ids in zip(batch, encode(tokenizer, [self.texts[r] for r in batch])):
+            for rel, ids in zip(batch, encode_batch(tokenizer, [self.texts[r] for r in batch], special="parse")):
                 toks[rel] = ids
         self._tokens = toks
         self._fingerprint = fingerprint
@@ -85,7 +86,7 @@ class RepoCorpus:
         assert self._tokens is not None
         docs = [ids for rel, ids in sorted(self._tokens.items()) if rel != task.path]
         if task.masked is not None:
-            from indexer.tokenizing import encode
+            from fastcoder.tokens import encode_batch
 
-            docs.append(encode(tokenizer, [task.masked])[0])
+            docs.append(encode_batch(tokenizer, [task.masked], special="parse")[0])
         return TokenDatastore.build(docs, fingerprint=fingerprint, meta={"kind": "bench-dr", "task": task.id})

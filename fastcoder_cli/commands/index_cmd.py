@@ -221,6 +221,7 @@ def _watch(args: argparse.Namespace, tok: Any) -> int:
 
 def _lookup(args: argparse.Namespace, tok: Any) -> int:
     from fastcoder.errors import DatastoreError
+    from fastcoder.tokens import encode
     from indexer.common import default_common_path, load_common
 
     index = _make_index(args, tok)
@@ -235,7 +236,7 @@ def _lookup(args: argparse.Namespace, tok: Any) -> int:
                 raise
     if args.deps:
         sources.append(("D_d", _build_deps(args, tok).store))
-    ctx = tok(args.lookup, add_special_tokens=False)["input_ids"]
+    ctx = encode(tok, args.lookup, special="parse")
     best = 0
     results = []
     per_source = {}
