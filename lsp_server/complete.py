@@ -26,8 +26,8 @@ What FastCoder drafts from, besides the workspace's datastores: the prompt and t
 output so far (live context); the document's session CACHE, which holds this
 document's recent outputs (every suggestion's tokens go in when it ends, so the next
 keystroke's generation can draft where the last suggestion was heading); the text
-after the cursor that the FIM prompt had no room for (``suffix``, up to
-``REST_OF_FILE_TOKENS``); and the other open documents (``buffers``,
+after the cursor that the FIM prompt had no room for (the ``reference``, up to
+``REFERENCE_TOKENS``); and the other open documents (``buffers``,
 :mod:`lsp_server.buffers`). All of them only propose drafts: the text is greedy AR's.
 """
 
@@ -53,7 +53,7 @@ from lsp_server.prompt import CursorContext, build_prompt, encode, fim_special_i
 from lsp_server.sessions import Answers, DocumentState, Inflight, SessionRegistry, Suggestion
 from lsp_server.settings import ServerSettings
 from lsp_server.stops import make_stop_fn
-from lsp_server.workspace import WorkspaceIndex
+from lsp_server.workspace import IndexAdapter
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +71,9 @@ class Outcome:
 AUTO_CLOSED = set(")]}\"'`")
 PREFETCH_AFTER_S = 0.15
 """A background suggestion starts once the document has been still this long."""
-REST_OF_FILE_TOKENS = 4096
-"""Tokens of the text after the cursor, beyond the FIM prompt's suffix, given to the
-drafter as its ``suffix`` source."""
+REFERENCE_TOKENS = 4096
+"""Tokens of the reference: the text after the cursor beyond the FIM prompt's suffix,
+given to ``Engine.generate(reference=...)`` (the drafter's ``suffix`` source)."""
 
 
 def typed_through(last: Suggestion | None, ctx: CursorContext) -> str | None:
@@ -154,7 +154,7 @@ class Completer:
         registry: SessionRegistry,
         metrics: ServerMetrics,
         settings: Callable[[], ServerSettings],
-        index: Callable[[], WorkspaceIndex | None],
+        index: Callable[[], IndexAdapter | None],
         documents: Callable[[], Mapping[str, tuple[Any, str]]] | None = None,
     ) -> None:
         self.host = host
@@ -165,7 +165,7 @@ class Completer:
         self.documents = documents  # uri -> (version, text) of the open documents
         self.buffers = OpenBuffers()
         self._special: dict[int, set[int]] = {}
-        self._rest: dict[str, tuple[str, list[int]]] = {}  # uri -> (rest-of-file text, ids)
+        self._reference: dict[str, tuple[str, list[int]]] = {}  # uri -> (reference text, ids)
         self.model_latency: deque[float] = deque(maxlen=20)  # recent model-run answers (s)
 
     async def complete(self, doc: DocumentState, ctx: CursorContext, invoked: bool = False) -> Outcome:
@@ -400,19 +400,19 @@ class Completer:
             sources = dataclasses.replace(sources or Sources(), buffers=others)
         return sources
 
-    def rest_of_file(self, uri: str, ctx: CursorContext, kept: int, tokenizer: Any) -> list[int]:
-        """Model thread: ids of the text after the cursor beyond the ``kept`` chars that
-        the prompt holds (cached while that text does not change)."""
-        text = ctx.suffix[kept : kept + REST_OF_FILE_TOKENS * 12]
+    def reference(self, uri: str, ctx: CursorContext, kept: int, tokenizer: Any) -> list[int]:
+        """Model thread: the reference, ids of the text after the cursor beyond the
+        ``kept`` chars that the prompt holds (cached while that text does not change)."""
+        text = ctx.suffix[kept : kept + REFERENCE_TOKENS * 12]
         if not text.strip():
             return []
-        cached = self._rest.get(uri)
+        cached = self._reference.get(uri)
         if cached is not None and cached[0] == text:
             return cached[1]
-        ids = encode(tokenizer, text)[:REST_OF_FILE_TOKENS]
-        if len(self._rest) > 32:
-            self._rest.clear()
-        self._rest[uri] = (text, ids)
+        ids = encode(tokenizer, text)[:REFERENCE_TOKENS]
+        if len(self._reference) > 32:
+            self._reference.clear()
+        self._reference[uri] = (text, ids)
         return ids
 
     # ------------------------------------------------------------------ warm-up
@@ -512,7 +512,7 @@ class Completer:
         config = settings.decode_config()
         reference = None
         if config.method == "fastcoder" and config.use_context and config.reference_weight:
-            reference = self.rest_of_file(doc.uri, ctx, prompt.suffix_end, tok)
+            reference = self.reference(doc.uri, ctx, prompt.suffix_end, tok)
         sources = self.draft_sources(doc, docs or {}, tok, config.n_min) if config.buffers_weight else None
         if sources is None:
             index = self.index()

@@ -22,7 +22,7 @@ from lsp_server.model_host import ModelHost
 from lsp_server.protocol import HardenedServer, RequestFailed
 from lsp_server.sessions import SessionRegistry
 from lsp_server.settings import ServerSettings
-from lsp_server.workspace import WorkspaceIndex
+from lsp_server.workspace import IndexAdapter
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class FastCoderServer(HardenedServer):
         self.registry = SessionRegistry(max_kv_bytes=settings.kv_cache_mb * 2**20)  # the one registry of per-document state
         self.metrics = ServerMetrics()
         self.host = ModelHost(on_status=self._model_status, on_loaded=self._model_loaded)
-        self.index: WorkspaceIndex | None = None
+        self.index: IndexAdapter | None = None
         self.completer = Completer(
             self.host, self.registry, self.metrics, lambda: self.settings, lambda: self.index,
             documents=lambda: {u: (d.version, d.source) for u, d in list(self.workspace.text_documents.items())},
@@ -119,7 +119,7 @@ class FastCoderServer(HardenedServer):
         if old is not None:
             threading.Thread(target=old.close, name="fastcoder-index-close", daemon=True).start()
         s = self.settings
-        self.index = WorkspaceIndex(
+        self.index = IndexAdapter(
             tokenizer, self.roots, self._index_progress, self._index_status,
             fingerprint=fingerprint, use_common=s.common_index, use_workspace=s.workspace_index,
             use_deps=s.dependency_index, python=s.python_path or None,

@@ -6,11 +6,13 @@ What the server needs from the indexer:
   open editor buffers, fresher than the disk): ``indexer.WorkspaceIndex``;
 * D_c, a common-code datastore (the standard library), built once per tokenizer and
   cached: ``indexer.ensure_common``;
+* D_d, the installed dependencies (``dependencyIndex``), built in the background:
+  ``indexer.deps.start_deps``;
 * status and progress callbacks while building, and counts for ``fastcoder.stats``.
 
 Everything here is defensive: when ``indexer`` cannot be imported, or a call fails,
-completion runs without D_r / D_c, the reason is logged and shown by
-:meth:`WorkspaceIndex.stats`, and nothing else breaks.
+completion runs without D_r / D_c / D_d, the reason is logged and shown by
+:meth:`IndexAdapter.stats`, and nothing else breaks.
 
 Progress: one ``begin`` when indexing starts (D_c, then D_r's first open, or a
 rebuild), ``report`` for the indexer's file counts, ``end`` when the indexer says
@@ -43,8 +45,9 @@ def _indexer() -> Any:
     return importlib.import_module("indexer")
 
 
-class WorkspaceIndex:
-    """D_r and D_c for one tokenizer and set of workspace folders."""
+class IndexAdapter:
+    """The server's datastores for one tokenizer and set of workspace folders: D_r
+    (``indexer.WorkspaceIndex``), D_c and D_d, handed to the engine by :meth:`sources`."""
 
     def __init__(
         self,

@@ -2,12 +2,12 @@
 
 import time
 
-from lsp_server.workspace import WorkspaceIndex
+from lsp_server.workspace import IndexAdapter
 
 
 def test_dependency_index_is_a_source_and_a_broken_env_does_not_crash(tmp_path, tiny_tokenizer):
     (tmp_path / "a.py").write_text("def f(x):\n    return x\n")
-    idx = WorkspaceIndex(
+    idx = IndexAdapter(
         tiny_tokenizer, [tmp_path], lambda *a: None, lambda *a: None,
         use_common=False, use_deps=True, python=str(tmp_path / "no-such-python"),
         deps_options={"fallback": None},  # no falling back to the test runner's own venv
