@@ -14,6 +14,13 @@ from typing import Any
 METHODS = ("ar", "pld", "rest", "fastcoder", "reuse")
 
 
+LEGACY_WEIGHTS = {
+    "alpha": "D_r", "beta": "D_c", "gamma": "D_d", "context_weight": "context", "cache_weight": "cache",
+    "reference_weight": "suffix", "buffers_weight": "buffers",
+}
+"""Old config keys of the source weights -> the source's name in ``source_weights``."""
+
+
 @dataclass
 class DecodeConfig:
     # --- what to run -------------------------------------------------------------
@@ -36,16 +43,11 @@ class DecodeConfig:
     """Nodes in the draft tree. None = choose from the measured verify-cost curve c(k)."""
     max_draft_depth: int = 16
     """Longest root-to-leaf path in a draft tree."""
-    alpha: float = 1.0
-    """Trie weight of D_r counts."""
-    beta: float = 1.0
-    """Trie weight of D_c counts."""
-    gamma: float = 1.0
-    """Trie weight of D_d (the workspace's dependencies) counts."""
-    context_weight: float = 1.0
-    """Trie weight of the live context (prompt + output so far) source."""
-    cache_weight: float = 1.0
-    """Trie weight of the CACHE source."""
+    source_weights: dict[str, float] = field(default_factory=dict)
+    """Trie weight of each draft source by name (``D_r``, ``D_c``, ``D_d``, ``context``,
+    ``suffix`` (the text after the cursor), ``buffers`` (the other open documents),
+    ``cache``, and any registered source): overrides the source's own default (1.0 for
+    all of these); 0 turns a source off. See :mod:`fastcoder.sources`."""
     weighting: str = "freq"
     """How a source's counts enter the trie: 'count' (raw, as the paper) or 'freq'
     (each source's counts scaled to frequencies first; measured slightly better)."""
@@ -58,11 +60,6 @@ class DecodeConfig:
     other open documents) the i-th most recent occurrence of the matched suffix counts
     ``context_recency ** i``: 1.0 = plain counts (the paper), below 1 the most recent
     match's continuation leads (prompt lookup's best variant)."""
-    reference_weight: float = 1.0
-    """Trie weight of the reference text given to the drafter: in the server, the text
-    after the cursor (beyond what the FIM prompt holds)."""
-    buffers_weight: float = 1.0
-    """Trie weight of the other open documents (editor buffers; server only)."""
     learn_weights: bool = True
     """Scale each source's trie weight by the tokens it would have had accepted recently,
     learned online per session (= per document in the server); see
@@ -106,8 +103,6 @@ class DecodeConfig:
     parallel_search: bool = True
     """Search the datastores in parallel threads."""
 
-    extra: dict[str, Any] = field(default_factory=dict)
-
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
@@ -124,6 +119,7 @@ class DecodeConfig:
         if self.max_draft_tokens is not None and self.max_draft_tokens < 0:
             raise ValueError("max_draft_tokens must be >= 0")
         self.stop_strings = tuple(self.stop_strings)
+        self.source_weights = {str(k): float(v) for k, v in dict(self.source_weights or {}).items()}
 
     @classmethod
     def paper(cls, **changes: Any) -> "DecodeConfig":
@@ -132,7 +128,7 @@ class DecodeConfig:
         CACHE searched first once it holds l = 50 sequences and then exclusively, skip
         tokens with p = 0.5, 64 draft tokens, no learned weights."""
         base: dict[str, Any] = dict(
-            method="fastcoder", n_max=16, max_draft_tokens=64, alpha=1.0, beta=1.0, weighting="count",
+            method="fastcoder", n_max=16, max_draft_tokens=64, source_weights={"D_r": 1.0, "D_c": 1.0}, weighting="count",
             use_context=False, context_recency=1.0, learn_weights=False, cache_min_sequences=50,
             cache_exclusive=True, cache_output_chunk=20, use_skip=True, skip_probability=0.5,
         )
@@ -141,14 +137,22 @@ class DecodeConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> "DecodeConfig":
-        """Build from a dict (e.g. LSP initializationOptions); camelCase keys work too."""
+        """Build from a dict (e.g. LSP initializationOptions); camelCase keys work too.
+        The weight keys of earlier versions (``alpha``/``beta``/``gamma`` for D_r/D_c/D_d,
+        ``context_weight``, ``cache_weight``, ``reference_weight``, ``buffers_weight``)
+        still set ``source_weights``."""
         data = dict(data or {})
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs: dict[str, Any] = {}
+        legacy: dict[str, float] = {}
         for key, value in data.items():
             snake = "".join("_" + c.lower() if c.isupper() else c for c in key)
             if snake in names:
                 kwargs[snake] = value
+            elif snake in LEGACY_WEIGHTS:
+                legacy[LEGACY_WEIGHTS[snake]] = float(value)
+        if legacy:
+            kwargs["source_weights"] = {**dict(kwargs.get("source_weights") or {}), **legacy}
         return cls(**kwargs)
 
     def replace(self, **changes: Any) -> "DecodeConfig":

@@ -12,8 +12,13 @@ Read top to bottom::
         drafter.update(...)                      # CACHE, live context, re-sync
 
 Stopping rules (checked token by token, so every method cuts at the same token):
-EOS, ``max_new_tokens``, stop strings, a caller predicate on the decoded text,
-the time budget and a cancellation event (checked between forward passes).
+stop ids (EOS and the caller's, e.g. FIM end tokens), ``max_new_tokens``, stop strings
+and the caller's stop rule on the decoded text (:mod:`fastcoder.stops`: only the new
+tokens are decoded and only the new text is matched), the time budget and a
+cancellation event (checked between forward passes).
+
+The loop reads what a drafter declares (``adaptive_budget``, ``needs_token_info``,
+``drafts_at_zero_budget``), never its name.
 """
 
 from __future__ import annotations
@@ -21,25 +26,19 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 from fastcoder.budget import CostCurve, StepBudget
 from fastcoder.config import DecodeConfig
 from fastcoder.drafters import DraftState, Drafter
 from fastcoder.session import Session
 from fastcoder.stats import GenStats
+from fastcoder.stops import IncrementalDecoder, StopFn, StopLike, StopStrings, any_of, as_rule  # noqa: F401 (StopFn re-exported)
 from fastcoder.tokens import TokenInfo
 from fastcoder.trie import DraftTree
 from fastcoder.verifier import Verifier
 
-# A stop predicate sees the decoded output so far and returns the character index at
-# which to cut it, or None to go on.
-StopFn = Callable[[str], "int | None"]
 StepCallback = Callable[[list[int], GenStats], None]
-
-
-class Cancelled(Exception):
-    """Generation was cancelled through the cancellation event."""
 
 
 @dataclass
@@ -51,17 +50,6 @@ class Generation:
     margins: list[float] = field(default_factory=list)
 
 
-def _stop_strings_fn(stops: Sequence[str]) -> StopFn | None:
-    if not stops:
-        return None
-
-    def fn(text: str) -> int | None:
-        cuts = [i for i in (text.find(s) for s in stops) if i >= 0]
-        return min(cuts) if cuts else None
-
-    return fn
-
-
 def generate(
     verifier: Verifier,
     tokenizer,
@@ -70,11 +58,11 @@ def generate(
     config: DecodeConfig,
     *,
     session: Session | None = None,
-    stop_fn: StopFn | None = None,
+    stop_fn: StopLike | None = None,
+    stop_ids: Collection[int] = (),
     cancel: threading.Event | None = None,
     on_step: StepCallback | None = None,
     cost_curve: CostCurve | None = None,
-    raise_on_cancel: bool = False,
     first_allowed: Sequence[int] | None = None,
 ) -> Generation:
     """Greedy generation of up to ``config.max_new_tokens`` tokens after ``prompt_ids``.
@@ -83,20 +71,21 @@ def generate(
     ``first_allowed``: the first generated token is the greedy choice among these ids
     only (token healing); every method gets it from the same prefill, so the output is
     still one procedure's greedy output.
+    ``stop_fn``: a :class:`fastcoder.stops.StopRule` (or a plain predicate on the whole
+    text); ``stop_ids``: ids that end the output (not part of it), besides EOS.
     """
     t_start = time.perf_counter()
     session = session or Session(config)
     stats = GenStats(method=drafter.name, prompt_tokens=len(prompt_ids))
     eos = _eos_ids(tokenizer, verifier.model)
-    string_stop = _stop_strings_fn(config.stop_strings)
-    info = TokenInfo.for_tokenizer(tokenizer) if drafter.name in ("fastcoder", "rest", "reuse") else None
+    ends = set(stop_ids) - eos
+    rule = any_of(StopStrings(config.stop_strings) if config.stop_strings else None, as_rule(stop_fn))
+    matcher = rule.matcher() if rule is not None else None
+    text_so_far = IncrementalDecoder(tokenizer) if matcher is not None else None
+    info = TokenInfo.for_tokenizer(tokenizer) if drafter.needs_token_info else None
     margins: list[float] = []
     out: list[int] = []
     cut_text: int | None = None
-
-    def stop_at(text: str) -> int | None:
-        cuts = [c for c in (string_stop(text) if string_stop else None, stop_fn(text) if stop_fn else None) if c is not None]
-        return min(cuts) if cuts else None
 
     def commit(new: Sequence[int]) -> bool:
         """Append tokens one by one; True when generation must stop."""
@@ -105,10 +94,12 @@ def generate(
             if tok in eos:
                 stats.stop_reason = "eos"
                 return True
+            if tok in ends:
+                stats.stop_reason = "stop_id"
+                return True
             out.append(tok)
-            if string_stop or stop_fn:
-                text = tokenizer.decode(out, skip_special_tokens=True)
-                cut = stop_at(text)
+            if matcher is not None:
+                cut = matcher.feed(text_so_far.add(tok))
                 if cut is not None:
                     cut_text = cut
                     stats.stop_reason = "stop"
@@ -130,8 +121,6 @@ def generate(
             stats.new_tokens = 0
             stats.total_s = time.perf_counter() - t_start
             drafter.close()
-            if raise_on_cancel:
-                raise Cancelled()
             return Generation(tokens=[], text="", stats=stats, cancelled=True, margins=margins)
         if margin is not None and verifier.record_margins:
             margins.append(margin)
@@ -154,7 +143,7 @@ def generate(
             # 1. draft (nothing while backing off after trees that did not pay)
             t0 = time.perf_counter()
             max_nodes = config.max_draft_tokens if config.max_draft_tokens is not None else 64
-            drafting = (max_nodes > 0 or drafter.name == "reuse") and budget.should_draft()
+            drafting = (max_nodes > 0 or drafter.drafts_at_zero_budget) and budget.should_draft()
             tree = drafter.draft(st, max_nodes) if drafting else DraftTree()
             t1 = time.perf_counter()
             stats.retrieval_s += t1 - t0
@@ -208,8 +197,6 @@ def generate(
         text = text[:cut_text]
     stats.new_tokens = len(out)
     stats.total_s = time.perf_counter() - t_start
-    if cancelled and raise_on_cancel:
-        raise Cancelled()
     return Generation(tokens=out, text=text, stats=stats, cancelled=cancelled, margins=margins)
 
 

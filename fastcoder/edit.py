@@ -32,6 +32,7 @@ from typing import Any, Sequence
 from fastcoder.config import DecodeConfig
 from fastcoder.decode import Generation, StepCallback
 from fastcoder.errors import FastCoderError
+from fastcoder.stops import StopMatcher, StopRule, StopStrings
 from fastcoder.tokens import encode
 
 log = logging.getLogger(__name__)
@@ -154,26 +155,44 @@ def edit_reference(tokenizer: Any, code: str) -> list[int]:
     return encode(tokenizer, f"{body}\n{choose_fence(body)}", special="parse")
 
 
-def edit_stop_fn(fence: str = "```"):
-    """Stop predicate for a primed answer: cut before the closing fence that starts a
+def edit_stop_fn(fence: str = "```") -> StopRule:
+    """Stop rule for a primed answer: cut before the closing fence that starts a
     line. An answer that starts with a fence line either closes at once (an empty
     block: cut at 0) or re-opens the block with an info string ("```python"): then
-    the cut is at that block's closing fence."""
-    closing = "\n" + fence
+    the cut is at that block's closing fence. Fed only the new text (incremental)."""
+    return _EditFence(fence)
 
-    def fn(text: str) -> int | None:
-        if text.startswith(fence):
-            line_end = text.find("\n")
-            if line_end < 0:
-                return None  # the fence line is not finished yet
-            if text[len(fence) : line_end].strip():
-                rest = text.find(closing, line_end)
-                return rest if rest >= 0 else None
-            return 0
-        i = text.find(closing)
-        return i if i >= 0 else None
 
-    return fn
+class _EditFence(StopRule):
+    def __init__(self, fence: str) -> None:
+        self.fence = fence
+
+    def matcher(self) -> StopMatcher:
+        return _EditFenceMatcher(self.fence)
+
+
+class _EditFenceMatcher(StopMatcher):
+    def __init__(self, fence: str) -> None:
+        self.fence = fence
+        self.closing = StopStrings(["\n" + fence]).matcher()  # the first "\n```" anywhere
+        self.first: list[str] = []  # the first line, until it is complete
+        self.first_done = False
+
+    def feed(self, piece: str) -> int | None:
+        cut = self.closing.feed(piece)
+        if not self.first_done:
+            nl = piece.find("\n")
+            self.first.append(piece if nl < 0 else piece[:nl])
+            self.first_done = nl >= 0
+        head = "".join(self.first)
+        self.first = [head]
+        if not head.startswith(self.fence):
+            return cut
+        if not self.first_done:
+            return None  # the fence line is not finished yet
+        if head[len(self.fence) :].strip():
+            return cut  # a re-opened block: its closing fence (after the first line's newline)
+        return 0
 
 
 _OPEN_FENCE = re.compile(r"\A[ \t]*(`{3,})[\w+#.-]*[ \t]*(\n|\Z)")

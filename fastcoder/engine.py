@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
+from typing import Collection, Sequence
 
 from fastcoder.budget import CostCurve, load_or_measure
 from fastcoder.config import DecodeConfig
-from fastcoder.decode import Generation, StepCallback, StopFn, generate
+from fastcoder.decode import Generation, StepCallback, generate
 from fastcoder.drafters import Sources, make_drafter
 from fastcoder.session import Session
 from fastcoder.tokens import encode
+from fastcoder.stops import StopLike
 from fastcoder.verifier import Verifier
 
 
@@ -67,14 +68,15 @@ class Engine:
         session: Session | None = None,
         sources: Sources | None = None,
         reference: Sequence[int] | None = None,
-        stop_fn: StopFn | None = None,
+        stop_fn: StopLike | None = None,
+        stop_ids: Collection[int] = (),
         cancel: threading.Event | None = None,
         on_step: StepCallback | None = None,
         first_allowed: Sequence[int] | None = None,
     ) -> Generation:
         config = config or DecodeConfig()
         drafter = make_drafter(config, sources, reference=reference, pool=self.pool)
-        curve = self.cost_curve() if config.max_draft_tokens is None and config.method != "ar" else None
+        curve = self.cost_curve() if config.max_draft_tokens is None and drafter.drafts and drafter.adaptive_budget else None
         return generate(
             self.verifier,
             self.tokenizer,
@@ -83,6 +85,7 @@ class Engine:
             config,
             session=session,
             stop_fn=stop_fn,
+            stop_ids=stop_ids,
             cancel=cancel,
             on_step=on_step,
             cost_curve=curve,

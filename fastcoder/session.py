@@ -10,10 +10,13 @@ from __future__ import annotations
 import random
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 
 from fastcoder.config import DecodeConfig
 from fastcoder.ngram import NgramIndex
 from fastcoder.source_weights import SourceWeights
+from fastcoder.stats import GenStats
+from fastcoder.tokens import TokenInfo
 from fastcoder.verifier import KVState
 
 
@@ -64,3 +67,20 @@ class Session:
         self.weights.clear()
         self.kv.reset()
         self.calibration = None
+
+
+@dataclass
+class DraftState:
+    """What a drafter and its sources see during one generation: the committed tokens
+    (prompt + output), the config and the session."""
+
+    tokens: list[int]
+    n_prompt: int
+    config: DecodeConfig
+    session: Session
+    stats: GenStats
+    token_info: TokenInfo | None = None
+
+    @property
+    def output(self) -> list[int]:
+        return self.tokens[self.n_prompt :]

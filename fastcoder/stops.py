@@ -1,13 +1,27 @@
-"""Stop rules on decoded text, shared by the editor, the CLIs and the benchmark.
+"""Stops: where a generation ends, checked by the decode loop token by token.
 
-A stop rule is a predicate ``fn(text) -> int | None`` over the output decoded so far;
-it returns the index at which to cut the text, or None to go on. The decode loop
-checks it after every token, so every method stops at exactly the same token.
+Two kinds, both in the engine, so every method stops at exactly the same token:
+
+- *stop ids*: the model's end-of-sequence ids and the ids the caller gives
+  (``generate(stop_ids=...)``, e.g. the FIM end tokens): the output ends before them;
+- *stop rules* on the decoded text (:class:`StopRule`). The loop decodes only the new
+  tokens (:class:`IncrementalDecoder`) and feeds each rule's matcher the new text only,
+  so stop detection is linear in the output. A matcher returns the index at which to
+  cut the whole output text, or None to go on.
+
+Rules shared by the editor, the CLIs and the benchmark: :class:`StopStrings`,
+:func:`block_end` (a block at some indentation ends), :func:`runs_into` (the output
+repeats the code that follows), :func:`any_of`, and ``rule.after(n)`` (judge the text
+after its first ``n`` characters). Any rule is also a predicate on a whole text:
+``rule(text) -> cut | None``; a plain predicate ``fn(text)`` is accepted by the loop too
+(:class:`Predicate`, which re-reads the whole text each time: for ad-hoc use only).
 """
 
 from __future__ import annotations
 
-from fastcoder.decode import StopFn
+from typing import Callable, Sequence, Union
+
+StopFn = Callable[[str], "int | None"]
 
 
 def indent_of(line: str, tab_size: int = 4) -> int:
@@ -15,7 +29,201 @@ def indent_of(line: str, tab_size: int = 4) -> int:
     return len(expanded) - len(expanded.lstrip(" "))
 
 
-def block_end(start_indent: int, *, check_first_line: bool = False, single_line: bool = False) -> StopFn:
+# --------------------------------------------------------------------------------------
+# decoding only what is new
+# --------------------------------------------------------------------------------------
+
+
+class IncrementalDecoder:
+    """The text of a growing list of token ids, decoding only a short window per token.
+
+    As streaming servers do (a prefix window and a read offset): each new token decodes
+    the window from the token before the last emitted text, and what extends the
+    window's earlier text is the new text. A token ending in an incomplete UTF-8
+    character emits nothing until the character is complete (at most ``MAX_WINDOW``
+    tokens are held back). ``decoded_chars`` counts the characters decoded."""
+
+    MAX_WINDOW = 8
+
+    def __init__(self, tokenizer, skip_special_tokens: bool = True) -> None:
+        self.tokenizer = tokenizer
+        self.skip = skip_special_tokens
+        self.ids: list[int] = []
+        self.prefix = 0  # window start
+        self.read = 0  # tokens whose text was emitted
+        self.decoded_chars = 0
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        text = self.tokenizer.decode(list(ids), skip_special_tokens=self.skip)
+        self.decoded_chars += len(text)
+        return text
+
+    def add(self, token: int) -> str:
+        """Append ``token``; the text it completes (may be empty)."""
+        self.ids.append(int(token))
+        before = self._decode(self.ids[self.prefix : self.read]) if self.read > self.prefix else ""
+        now = self._decode(self.ids[self.prefix :])
+        held = len(self.ids) - self.prefix > self.MAX_WINDOW
+        if (len(now) > len(before) and not now.endswith("\ufffd")) or held:
+            piece = now[len(before) :]
+            self.prefix, self.read = self.read, len(self.ids)
+            if held:
+                self.prefix = self.read
+            return piece
+        return ""
+
+
+# --------------------------------------------------------------------------------------
+# rules
+# --------------------------------------------------------------------------------------
+
+
+class StopMatcher:
+    """One generation's state of a rule: fed the output's text piece by piece."""
+
+    def feed(self, piece: str) -> int | None:
+        """``piece`` extends the output text; the index at which to cut the whole
+        output, or None. Called once per committed token (``piece`` may be empty)."""
+        raise NotImplementedError
+
+
+class StopRule:
+    """A stop rule: makes a fresh :class:`StopMatcher` for each generation."""
+
+    def matcher(self) -> StopMatcher:
+        raise NotImplementedError
+
+    def __call__(self, text: str) -> int | None:
+        """The cut in a whole text (the same as feeding it in pieces)."""
+        return self.matcher().feed(text)
+
+    def after(self, n: int) -> "StopRule":
+        """This rule on the text after its first ``n`` characters (cuts still index the
+        whole text)."""
+        return _After(self, n) if n else self
+
+
+class _Fn(StopRule):
+    def __init__(self, make: Callable[[], StopMatcher]) -> None:
+        self.make = make
+
+    def matcher(self) -> StopMatcher:
+        return self.make()
+
+
+class StopStrings(StopRule):
+    """The output contains one of ``strings``: cut before the earliest."""
+
+    def __init__(self, strings: Sequence[str]) -> None:
+        self.strings = tuple(s for s in strings if s)
+
+    def matcher(self) -> StopMatcher:
+        return _StringsMatcher(self.strings)
+
+
+class _StringsMatcher(StopMatcher):
+    def __init__(self, strings: tuple[str, ...]) -> None:
+        self.strings = strings
+        self.keep = max((len(s) for s in strings), default=1) - 1
+        self.tail = ""  # the last `keep` characters fed
+        self.length = 0
+
+    def feed(self, piece: str) -> int | None:
+        if not piece or not self.strings:
+            return None
+        buf = self.tail + piece
+        start = self.length - len(self.tail)  # index of buf[0] in the output
+        cuts = [i for i in (buf.find(s) for s in self.strings) if i >= 0]
+        self.length += len(piece)
+        self.tail = buf[-self.keep :] if self.keep else ""
+        return start + min(cuts) if cuts else None
+
+
+class _LineMatcher(StopMatcher):
+    """Splits the fed text into lines; subclasses judge them as they come."""
+
+    def __init__(self) -> None:
+        self.length = 0  # characters fed
+        self.line_start = 0  # index of the current line's first character
+        self.index = 0  # number of the current line
+        self.parts: list[str] = []  # the current line so far
+
+    def feed(self, piece: str) -> int | None:
+        chunks = piece.split("\n")
+        for j, chunk in enumerate(chunks):
+            if j > 0:
+                cut = self.line_done("".join(self.parts))
+                if cut is not None:
+                    return cut
+                self.line_start = self.length + 1
+                self.length += 1
+                self.index += 1
+                self.parts = []
+                self.new_line()
+            if chunk:
+                self.parts.append(chunk)
+                self.length += len(chunk)
+                cut = self.line_grew(chunk)
+                if cut is not None:
+                    return cut
+        return None
+
+    def new_line(self) -> None:
+        pass
+
+    def line_grew(self, chunk: str) -> int | None:
+        """The current (incomplete) line got ``chunk``."""
+        return None
+
+    def line_done(self, line: str) -> int | None:
+        """The current line is complete (a newline follows it)."""
+        return None
+
+
+class _BlockEnd(_LineMatcher):
+    def __init__(self, start_indent: int, check_first_line: bool) -> None:
+        super().__init__()
+        self.start_indent = start_indent
+        self.check_first_line = check_first_line
+        self.judged = False  # the current line has content and was judged
+        self.seen_content = False
+
+    def new_line(self) -> None:
+        self.judged = False
+
+    def line_grew(self, chunk: str) -> int | None:
+        if self.judged or not chunk.strip():
+            return None
+        self.judged = True
+        if (self.index > 0 or self.check_first_line) and indent_of("".join(self.parts)) < self.start_indent:
+            return max(self.line_start - 1, 0)
+        self.seen_content = True
+        return None
+
+    def line_done(self, line: str) -> int | None:
+        if not self.judged and self.start_indent == 0 and self.seen_content and self.index > 0:
+            return max(self.line_start - 1, 0)  # a blank line after some code, at top level
+        return None
+
+    def feed(self, piece: str) -> int | None:
+        if self.judged:  # nothing of the current line is needed any more
+            self.parts = self.parts[:1]
+        return super().feed(piece)
+
+
+class _FirstNewline(StopMatcher):
+    def __init__(self) -> None:
+        self.length = 0
+
+    def feed(self, piece: str) -> int | None:
+        i = piece.find("\n")
+        if i >= 0:
+            return self.length + i
+        self.length += len(piece)
+        return None
+
+
+def block_end(start_indent: int, *, check_first_line: bool = False, single_line: bool = False) -> StopRule:
     """Stop when the block that starts at ``start_indent`` ends.
 
     - a non-empty line indented less than ``start_indent`` (a dedent) ends it; the text
@@ -25,23 +233,111 @@ def block_end(start_indent: int, *, check_first_line: bool = False, single_line:
     ``check_first_line``: the output starts at the beginning of a line (a body after a
     signature), so its first line is judged too; otherwise it continues a line.
     """
+    if single_line:
+        return _Fn(_FirstNewline)
+    return _Fn(lambda: _BlockEnd(start_indent, check_first_line))
 
-    def fn(text: str) -> int | None:
-        if single_line:
-            i = text.find("\n")
-            return i if i >= 0 else None
-        pos = 0
-        seen_content = False
-        lines = text.split("\n")
-        for i, line in enumerate(lines):
-            complete = i < len(lines) - 1
-            if line.strip():
-                if (i > 0 or check_first_line) and indent_of(line) < start_indent:
-                    return max(pos - 1, 0)
-                seen_content = True
-            elif start_indent == 0 and complete and seen_content and i > 0:
-                return max(pos - 1, 0)
-            pos += len(line) + 1
+
+class _RunsInto(_LineMatcher):
+    def __init__(self, key: str, check_first_line: bool) -> None:
+        super().__init__()
+        self.key = key
+        self.check_first_line = check_first_line
+
+    def line_done(self, line: str) -> int | None:
+        if (self.index > 0 or self.check_first_line) and line.strip() == self.key:
+            return max(self.line_start - 1, 0)
         return None
 
-    return fn
+
+def runs_into(next_line: str | None, *, check_first_line: bool) -> StopRule | None:
+    """Stop before a complete generated line equal to ``next_line`` (the code below)."""
+    key = next_line.strip() if next_line is not None else ""
+    if not key:
+        return None
+    return _Fn(lambda: _RunsInto(key, check_first_line))
+
+
+class _AnyOf(StopRule):
+    def __init__(self, rules: Sequence[StopRule]) -> None:
+        self.rules = tuple(rules)
+
+    def matcher(self) -> StopMatcher:
+        return _AnyOfMatcher([r.matcher() for r in self.rules])
+
+
+class _AnyOfMatcher(StopMatcher):
+    def __init__(self, matchers: list[StopMatcher]) -> None:
+        self.matchers = matchers
+
+    def feed(self, piece: str) -> int | None:
+        cuts = [c for c in (m.feed(piece) for m in self.matchers) if c is not None]
+        return min(cuts) if cuts else None
+
+
+def any_of(*rules: "StopRule | None") -> StopRule | None:
+    """The earliest cut of several rules (None entries are left out)."""
+    kept = [r for r in rules if r is not None]
+    if not kept:
+        return None
+    return kept[0] if len(kept) == 1 else _AnyOf(kept)
+
+
+class _After(StopRule):
+    def __init__(self, rule: StopRule, n: int) -> None:
+        self.rule = rule
+        self.n = n
+
+    def matcher(self) -> StopMatcher:
+        return _AfterMatcher(self.rule.matcher(), self.n)
+
+
+class _AfterMatcher(StopMatcher):
+    def __init__(self, inner: StopMatcher, n: int) -> None:
+        self.inner = inner
+        self.skip = n
+
+    def feed(self, piece: str) -> int | None:
+        if self.skip:
+            dropped = min(self.skip, len(piece))
+            piece = piece[dropped:]
+            self.skip -= dropped
+            if self.skip:
+                return None
+        cut = self.inner.feed(piece)
+        return cut + self.n if cut is not None else None
+
+
+class Predicate(StopRule):
+    """A plain predicate ``fn(text) -> cut | None`` on the whole output so far, as a
+    rule. It re-reads the whole text at every token: quadratic in the output, for
+    ad-hoc callers; the rules above are incremental."""
+
+    def __init__(self, fn: StopFn) -> None:
+        self.fn = fn
+
+    def matcher(self) -> StopMatcher:
+        return _PredicateMatcher(self.fn)
+
+
+class _PredicateMatcher(StopMatcher):
+    def __init__(self, fn: StopFn) -> None:
+        self.fn = fn
+        self.parts: list[str] = []
+
+    def feed(self, piece: str) -> int | None:
+        if piece:
+            self.parts = ["".join(self.parts) + piece]
+        return self.fn(self.parts[0] if self.parts else "")
+
+
+StopLike = Union[StopRule, StopFn]
+
+
+def as_rule(stop: "StopLike | None") -> StopRule | None:
+    """A rule from a rule or a plain predicate."""
+    if stop is None or isinstance(stop, StopRule):
+        return stop
+    if callable(stop):
+        return Predicate(stop)
+    raise TypeError(f"not a stop rule: {stop!r}")

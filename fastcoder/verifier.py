@@ -28,7 +28,8 @@ same kernels run). On the CPU the same code runs eagerly (``compile="inductor"``
 runs it through ``torch.compile`` instead; a test checks its logits against eager).
 The prefill stays eager. The model is called through its public forward only: a 4D
 additive float mask and explicit position ids (transformers 5.x returns a 4D mask
-as-is; a boolean mask gives wrong logits under eager attention, see MODELS.md).
+as-is; a boolean mask gave wrong logits under eager attention, max |Δlogit| 7.24 in
+our check, while an additive float mask reproduced the plain causal call exactly).
 """
 
 from __future__ import annotations
@@ -132,10 +133,6 @@ class StaticKV(Cache):
         self.graphs: dict[int, tuple] = {}  # bucket -> (CUDA graph, its output)
         super().__init__(layers=[_SlotLayer(self, i) for i in range(layers)])
 
-    @property
-    def nbytes(self) -> int:
-        return self.buf.numel() * self.buf.element_size()
-
     def move_rows(self, src: torch.Tensor, dst: torch.Tensor) -> None:
         """Copy rows ``src`` to rows ``dst`` in every layer, keys and values: one gather
         of ``len(src)`` rows and one copy (never the whole cache)."""
@@ -161,10 +158,6 @@ class KVState:
     def truncate(self, n: int) -> None:
         """Keep the first ``n`` held tokens (rows beyond are simply overwritten later)."""
         del self.ids[n:]
-
-    @property
-    def nbytes(self) -> int:
-        return self.cache.nbytes if self.cache is not None else 0
 
 
 @dataclass

@@ -34,16 +34,16 @@ after the cursor that the FIM prompt had no room for (the ``reference``, up to
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from fastcoder.sources import weight_of
 from fastcoder.stats import GenStats
+from fastcoder.stops import StopMatcher, StopRule
 from fastcoder.tokens import TokenInfo
 from lsp_server.buffers import OpenBuffers
 from lsp_server.metrics import ServerMetrics
@@ -138,6 +138,47 @@ def after_accept(ctx: CursorContext, text: str) -> list[CursorContext]:
 def _log_failure(fut: "asyncio.Future[Any]") -> None:
     if not fut.cancelled() and fut.exception() is not None:
         log.warning("background job failed: %r", fut.exception())
+
+
+class EarlyLines(StopRule):
+    """``rule``, plus: once ``due()``, each time the output (after its first ``skip``
+    characters) has more whole lines, ``publish`` gets them (the text up to its last
+    newline). Fed only the new text, like every stop rule."""
+
+    def __init__(self, rule: StopRule, skip: int, due: Callable[[], bool], publish: Callable[[str], None]) -> None:
+        self.rule, self.skip, self.due, self.publish = rule, skip, due, publish
+
+    def matcher(self) -> StopMatcher:
+        return _EarlyLinesMatcher(self)
+
+
+class _EarlyLinesMatcher(StopMatcher):
+    def __init__(self, spec: EarlyLines) -> None:
+        self.spec = spec
+        self.inner = spec.rule.matcher()
+        self.parts: list[str] = []
+        self.length = 0  # characters of the output fed
+        self.last_nl = -1  # index of the last newline after the skipped characters
+        self.whole = 0  # where the last published whole line ended
+
+    def feed(self, piece: str) -> int | None:
+        cut = self.inner.feed(piece)
+        if cut is not None:
+            return cut
+        if piece:
+            self.parts.append(piece)
+            nl = piece.rfind("\n")
+            if nl >= 0 and self.length + nl >= self.spec.skip:
+                self.last_nl = self.length + nl - self.spec.skip
+            self.length += len(piece)
+        nl = self.last_nl
+        if nl > 0 and nl != self.whole and self.spec.due():
+            self.parts = ["".join(self.parts)]
+            text = self.parts[0][self.spec.skip : self.spec.skip + nl]
+            if text.strip():  # whole lines so far
+                self.whole = nl
+                self.spec.publish(text)
+        return None
 
 
 def drop_partial_line(text: str) -> str:
@@ -395,9 +436,9 @@ class Completer:
         sources = index.sources() if index is not None else None
         others = self.buffers.source(tokenizer, docs, exclude=doc.uri, key_len=key_len) if docs else None
         if others is not None:
-            from fastcoder.drafters import Sources
+            from fastcoder.sources import Sources
 
-            sources = dataclasses.replace(sources or Sources(), buffers=others)
+            sources = Sources(sources or (), buffers=others)
         return sources
 
     def reference(self, uri: str, ctx: CursorContext, kept: int, tokenizer: Any) -> list[int]:
@@ -481,39 +522,26 @@ class Completer:
         early_s = settings.early_answer_s if ctx.mode == "block" else None
         t_start = time.perf_counter()
         published = False
-        whole = [0]  # where the last whole line ended
 
-        def stop_fn(output: str) -> int | None:
+        def early(text: str) -> None:
+            """Block mode, after ``earlyAnswerMs``: answer with the whole lines so far."""
             nonlocal published
-            text = output[len(heal) :]
-            cut = rules(text)
-            if cut is not None:
-                return cut + len(heal)
-            if early_s is not None and time.perf_counter() - t_start >= early_s:
-                nl = text.rfind("\n")
-                if nl > 0 and text[:nl].strip() and nl != whole[0]:  # whole lines so far
-                    whole[0] = nl
-                    lines = finalize(text[:nl], ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace)
-                    if lines and not published:  # answer with them now
-                        published = True
-                        loop.call_soon_threadsafe(self._publish_early, inflight, doc, ctx, lines)
-                    if lines:
-                        inflight.partial = lines  # for a request that takes them (see _join)
-            return None
+            lines = finalize(text, ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace)
+            if lines and not published:  # answer with them now
+                published = True
+                loop.call_soon_threadsafe(self._publish_early, inflight, doc, ctx, lines)
+            if lines:
+                inflight.partial = lines  # for a request that takes them (see _join)
 
-        special = self.special_ids(tok)
-        hit_special = threading.Event()
-
-        def on_step(committed: list[int], _stats: GenStats) -> None:
-            if special and any(t in special for t in committed):
-                hit_special.set()
-                inflight.cancel.set()  # end of the middle: stop now (not a user cancel)
+        stop_rule = rules.after(len(heal))
+        if early_s is not None:
+            stop_rule = EarlyLines(stop_rule, len(heal), lambda: time.perf_counter() - t_start >= early_s, early)
 
         config = settings.decode_config()
         reference = None
-        if config.method == "fastcoder" and config.use_context and config.reference_weight:
+        if config.method == "fastcoder" and config.use_context and weight_of(config, "suffix"):
             reference = self.reference(doc.uri, ctx, prompt.suffix_end, tok)
-        sources = self.draft_sources(doc, docs or {}, tok, config.n_min) if config.buffers_weight else None
+        sources = self.draft_sources(doc, docs or {}, tok, config.n_min) if weight_of(config, "buffers") else None
         if sources is None:
             index = self.index()
             sources = index.sources() if index is not None else None
@@ -524,24 +552,17 @@ class Completer:
             session=doc.session,
             sources=sources,
             reference=reference,
-            stop_fn=stop_fn,
+            stop_fn=stop_rule,
+            stop_ids=self.special_ids(tok),  # the end of the middle
             cancel=inflight.cancel,
-            on_step=on_step,
             first_allowed=prompt.allowed,
         )
         gen.stats.setup_s = t_engine - t_begin  # prompt + draft sources, before the engine
         gen.stats.queue_s = max(0.0, t_begin - inflight.submitted)  # waiting for the model thread
         self.metrics.generation(gen.stats, "prefetch" if inflight.background else "completion")
-        if gen.cancelled and not hit_special.is_set():
+        if gen.cancelled:
             return None, gen.stats
         text = gen.text[len(heal) :]
-        cut = next((i for i, t in enumerate(gen.tokens) if t in special), None)
-        if cut is not None:
-            text = tok.decode(gen.tokens[:cut], skip_special_tokens=True)[len(heal) :]
-            stop = rules(text)
-            if stop is not None:
-                text = text[:stop]
-            gen.stats.stop_reason = "special_token"
         if gen.stats.stop_reason in ("time_budget", "max_new_tokens") and ctx.mode == "block":
             text = drop_partial_line(text)
         return finalize(text, ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace), gen.stats

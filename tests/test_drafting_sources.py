@@ -12,6 +12,7 @@ from fastcoder.drafters import DraftState, FastCoderDrafter, Sources
 from fastcoder.ngram import NgramIndex
 from fastcoder.session import Session
 from fastcoder.source_weights import SourceWeights, matched_depth
+from fastcoder.sources import weight_of
 from fastcoder.stats import GenStats
 from fastcoder.trie import DraftTree
 
@@ -95,7 +96,7 @@ def test_cache_is_exclusive_only_in_the_papers_setting():
 def test_paper_settings_are_selectable():
     paper = DecodeConfig.paper()
     assert (paper.cache_min_sequences, paper.cache_exclusive, paper.learn_weights) == (50, True, False)
-    assert (paper.alpha, paper.beta, paper.weighting, paper.context_recency) == (1.0, 1.0, "count", 1.0)
+    assert (weight_of(paper, "D_r"), weight_of(paper, "D_c"), paper.weighting, paper.context_recency) == (1.0, 1.0, "count", 1.0)
     assert paper.max_draft_tokens == 64 and not paper.use_context
     assert DecodeConfig.paper(max_new_tokens=7).max_new_tokens == 7
 
