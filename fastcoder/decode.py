@@ -100,6 +100,8 @@ def generate(
             out.append(tok)
             if matcher is not None:
                 cut = matcher.feed(text_so_far.add(tok))
+                if cut is None and text_so_far.pending:  # an incomplete character, as U+FFFD
+                    cut = matcher.peek(text_so_far.pending)
                 if cut is not None:
                     cut_text = cut
                     stats.stop_reason = "stop"

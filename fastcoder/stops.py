@@ -19,6 +19,7 @@ after its first ``n`` characters). Any rule is also a predicate on a whole text:
 
 from __future__ import annotations
 
+import copy
 from typing import Callable, Sequence, Union
 
 StopFn = Callable[[str], "int | None"]
@@ -41,9 +42,12 @@ class IncrementalDecoder:
     the window from the token before the last emitted text, and what extends the
     window's earlier text is the new text. A token ending in an incomplete UTF-8
     character emits nothing until the character is complete (at most ``MAX_WINDOW``
-    tokens are held back). ``decoded_chars`` counts the characters decoded."""
+    tokens are held back); meanwhile :attr:`pending` is the held text as a whole-text
+    decode shows it (ending in U+FFFD), which the loop lets the rules peek at, so they
+    stop where they would on the whole decoded output. ``decoded_chars`` counts the
+    characters decoded."""
 
-    MAX_WINDOW = 8
+    MAX_WINDOW = 64
 
     def __init__(self, tokenizer, skip_special_tokens: bool = True) -> None:
         self.tokenizer = tokenizer
@@ -52,6 +56,7 @@ class IncrementalDecoder:
         self.prefix = 0  # window start
         self.read = 0  # tokens whose text was emitted
         self.decoded_chars = 0
+        self.pending = ""
 
     def _decode(self, ids: Sequence[int]) -> str:
         text = self.tokenizer.decode(list(ids), skip_special_tokens=self.skip)
@@ -69,7 +74,9 @@ class IncrementalDecoder:
             self.prefix, self.read = self.read, len(self.ids)
             if held:
                 self.prefix = self.read
+            self.pending = ""
             return piece
+        self.pending = now[len(before) :]
         return ""
 
 
@@ -85,6 +92,11 @@ class StopMatcher:
         """``piece`` extends the output text; the index at which to cut the whole
         output, or None. Called once per committed token (``piece`` may be empty)."""
         raise NotImplementedError
+
+    def peek(self, piece: str) -> int | None:
+        """The cut if ``piece`` were fed, without feeding it (text that may still
+        change: an incomplete character shown as U+FFFD)."""
+        return copy.deepcopy(self).feed(piece)
 
 
 class StopRule:
@@ -274,6 +286,10 @@ class _AnyOfMatcher(StopMatcher):
         cuts = [c for c in (m.feed(piece) for m in self.matchers) if c is not None]
         return min(cuts) if cuts else None
 
+    def peek(self, piece: str) -> int | None:
+        cuts = [c for c in (m.peek(piece) for m in self.matchers) if c is not None]
+        return min(cuts) if cuts else None
+
 
 def any_of(*rules: "StopRule | None") -> StopRule | None:
     """The earliest cut of several rules (None entries are left out)."""
@@ -307,6 +323,13 @@ class _AfterMatcher(StopMatcher):
         cut = self.inner.feed(piece)
         return cut + self.n if cut is not None else None
 
+    def peek(self, piece: str) -> int | None:
+        rest = piece[min(self.skip, len(piece)) :]
+        if self.skip >= len(piece) and self.skip:
+            return None
+        cut = self.inner.peek(rest)
+        return cut + self.n if cut is not None else None
+
 
 class Predicate(StopRule):
     """A plain predicate ``fn(text) -> cut | None`` on the whole output so far, as a
@@ -329,6 +352,9 @@ class _PredicateMatcher(StopMatcher):
         if piece:
             self.parts = ["".join(self.parts) + piece]
         return self.fn(self.parts[0] if self.parts else "")
+
+    def peek(self, piece: str) -> int | None:
+        return self.fn("".join(self.parts) + piece)
 
 
 StopLike = Union[StopRule, StopFn]

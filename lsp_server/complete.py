@@ -180,6 +180,9 @@ class _EarlyLinesMatcher(StopMatcher):
                 self.spec.publish(text)
         return None
 
+    def peek(self, piece: str) -> int | None:
+        return self.inner.peek(piece)  # no early answer from text that may still change
+
 
 def drop_partial_line(text: str) -> str:
     """A multi-line output cut by a limit ends mid-line: keep its whole lines."""
