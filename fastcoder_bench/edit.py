@@ -16,11 +16,11 @@ Methods:
 - ``fastcoder``: FastCoder without a reference (CACHE + live context; the prompt holds
   the original code, so the live context can draft from it too); no D_r/D_c, since the
   stdlib is in the common datastore and would leak the answer;
-- ``reuse-fix``: experimental, defined here: the reuse drafter aligned after the
-  prefill token and re-syncing from the last synced position (the engine does both
-  since c69122d, so it now matches ``reuse`` but for one extra rule: when nothing
-  follows the anchor, search the whole reference with twice the tokens, for moved code);
-- ``reuse-fix-adapt``: reuse-fix plus a short first chain after each re-sync.
+- ``reuse-fix``: the engine's reuse drafter with ``moved_code``: out of sync, the
+  anchor moves past the step's tokens that still agreed, and when nothing follows the
+  anchor the whole reference is searched with twice the tokens (moved code);
+- ``reuse-fix-adapt``: reuse-fix plus a short first chain (24 tokens) after each
+  re-sync (``short_after_resync``).
 
 Reported per task and overall: decode speedup vs AR (decode ms/token, prefill
 excluded), end-to-end speedup (prefill included), reuse share (tokens accepted from
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from fastcoder.drafters import DraftState, ReuseDrafter, Sources, resync
+from fastcoder.drafters import ReuseDrafter, Sources
 from fastcoder.edit import EDIT_FALLBACK_TREE, edit_code, edit_config, edit_prompt_text, edit_reference, edit_stop_fn, finish_edit
 from fastcoder_bench.output import recording
 
@@ -105,82 +105,6 @@ def load_task_code(task: EditTask) -> tuple[str, int, int]:
 
 
 # ------------------------------------------------------------------------------------------
-# the experimental drafter (fixes proposed for fastcoder/drafters.py)
-# ------------------------------------------------------------------------------------------
-
-
-class FixedReuseDrafter(ReuseDrafter):
-    """ReuseDrafter with three changes:
-
-    1. tokens committed without an :meth:`update` (the prefill's token) are caught up
-       before the first draft, so the first chain is aligned (and the live context
-       holds them);
-    2. out of sync, re-sync searches from ``anchor``, the reference position after
-       the last token known to be aligned, not from 0 (then, failing that, anywhere
-       with twice as many tokens, so moved code is still found);
-    3. ``adaptive``: the first chain after a re-sync is ``short`` tokens long; a fully
-       accepted chain restores the full ``reuse_max_tokens``.
-    """
-
-    def __init__(self, reference, sources, pool=None, *, adaptive: bool = False, short: int = 24) -> None:
-        super().__init__(reference, sources, pool, start=0)
-        self.anchor = 0
-        self.seen = 0
-        self.adaptive = adaptive
-        self.short = short
-        self.confirmed = True
-
-    def start(self, st: DraftState) -> None:
-        super().start(st)
-        self.seen = len(st.output)
-
-    def _catch_up(self, st: DraftState) -> None:
-        out = st.output
-        if len(out) > self.seen:
-            new = out[self.seen :]
-            if self.live is not None:
-                self.live.extend(self.live_id, new)
-            self._advance(st, new)
-
-    def _advance(self, st: DraftState, new: Sequence[int]) -> None:
-        new = list(new)
-        n = st.config.reuse_resync_tokens
-        if self.pos is not None and self.ref[self.pos : self.pos + len(new)] == new:
-            self.pos += len(new)
-            self.anchor = self.pos
-            self.confirmed = True
-        else:
-            if self.pos is not None:
-                agree = 0
-                while agree < len(new) and self.pos + agree < len(self.ref) and self.ref[self.pos + agree] == new[agree]:
-                    agree += 1
-                self.anchor = self.pos + agree
-            pos = resync(self.ref, st.output, self.anchor, n)
-            if pos is None:
-                pos = resync(self.ref, st.output, 0, 2 * n)
-            self.pos = pos
-            if pos is not None:
-                self.anchor = pos
-                self.confirmed = False
-        self.seen = len(st.output)
-
-    def draft(self, st: DraftState, max_nodes: int):
-        self._catch_up(st)
-        if self.pos is not None and self.pos < len(self.ref):
-            from fastcoder.trie import DraftTree
-
-            limit = max(st.config.reuse_max_tokens, max_nodes)
-            if self.adaptive and not self.confirmed:
-                limit = min(limit, self.short)
-            return DraftTree.chain(self.ref[self.pos : self.pos + limit], "reuse")
-        return super(ReuseDrafter, self).draft(st, max_nodes)
-
-    def update(self, st: DraftState, tree, accepted: list[int], new_tokens: list[int]) -> None:
-        super(ReuseDrafter, self).update(st, tree, accepted, new_tokens)  # CACHE + live context
-        self._advance(st, new_tokens)
-
-
-# ------------------------------------------------------------------------------------------
 # running
 # ------------------------------------------------------------------------------------------
 
@@ -217,7 +141,7 @@ def run_method(engine, code: str, instruction: str, method: str, max_new_tokens:
         res = edit_code(engine, code, instruction, method=method, max_new_tokens=max_new_tokens, on_step=on_step)
         g = res.generation
         return Run(method, g.tokens, res.text, g.stats, steps, g.margins)
-    # experimental drafters, through the same decode loop the engine uses
+    # the reuse drafter's variants, through the same decode loop the engine uses
     from fastcoder.decode import generate
     from fastcoder.session import Session
 
@@ -228,7 +152,8 @@ def run_method(engine, code: str, instruction: str, method: str, max_new_tokens:
     if max_new_tokens is None:
         max_new_tokens = 2 * len(tok(code.rstrip("\n"), add_special_tokens=False)["input_ids"]) + 64
     cfg = edit_config("reuse", max_new_tokens=max_new_tokens)
-    drafter = FixedReuseDrafter(reference, Sources(), engine.pool, adaptive=method == "reuse-fix-adapt")
+    drafter = ReuseDrafter(reference, Sources(), engine.pool, moved_code=True,
+                           short_after_resync=24 if method == "reuse-fix-adapt" else None)
     g = generate(engine.verifier, tok, drafter, prompt_ids, cfg, session=Session(cfg), stop_fn=edit_stop_fn(p.fence), on_step=on_step)
     return Run(method, g.tokens, finish_edit(g.text, code), g.stats, steps, g.margins)
 

@@ -255,50 +255,11 @@ if __name__ == "__main__":
 # --------------------------------------------------------------------------------------
 
 
-class OracleVerifier:
-    """Stands in for :class:`fastcoder.verifier.Verifier` when the greedy output is
-    known: a step accepts the longest tree path that equals the reference (exactly what
-    greedy tree verification accepts when the model's choices are the reference's) and
-    the next reference token is the bonus. The real decode loop, drafters, sessions,
-    cost-curve trimming and stop rules run unchanged, so the accepted lengths are
-    those of a real run whose model output is the reference."""
-
-    record_margins = False
-    max_nodes = 127  # as the real verifier's largest bucket
-
-    def __init__(self, model: Any, reference: list[int], eos: int) -> None:
-        self.model = model
-        self.ref = list(reference)
-        self.eos = eos
-        self.pos = 0
-
-    def prefill(self, kv: Any, prompt_ids: Any, reserve: int | None = None):
-        self.pos = 1
-        return (self.ref[0] if self.ref else self.eos), len(prompt_ids), None
-
-    def step(self, kv: Any, root: int, tree: Any):
-        from fastcoder.verifier import StepResult
-
-        children: dict[int, list[int]] = {}
-        for i, parent in enumerate(tree.parents):
-            children.setdefault(parent, []).append(i)
-        node, p, accepted = -1, self.pos, []
-        while p < len(self.ref):
-            nxt = next((i for i in children.get(node, []) if tree.tokens[i] == self.ref[p]), None)
-            if nxt is None:
-                break
-            accepted.append(nxt)
-            node, p = nxt, p + 1
-        bonus = self.ref[p] if p < len(self.ref) else self.eos
-        self.pos = p + 1
-        return StepResult(accepted, bonus)
-
-
 def replay_main(argv: list[str] | None = None) -> int:
     """``fastcoder bench sources --replay --out DIR ...``:
     greedy reference outputs from the real model (one lossless run per task, saved in
     OUT/reference.jsonl and reused; AR outputs of OUT/tasks.jsonl where present), then
-    every variant replayed against them with :class:`OracleVerifier`. Speed is
+    every variant replayed against them with :class:`fastcoder.replay.ReplayVerifier`. Speed is
     estimated from the measured cost curve: decode time = sum over steps of c(tree
     size) + the measured retrieval time, against c(0) per token for AR."""
     ap = argparse.ArgumentParser(prog="fastcoder bench sources --replay")
@@ -321,6 +282,7 @@ def _replay(args: argparse.Namespace) -> dict:
     from fastcoder.drafters import Sources, make_drafter
     from fastcoder.engine import Engine
     from fastcoder.models import load_model
+    from fastcoder.replay import ReplayVerifier
     from fastcoder.session import Session
     from indexer.common import ensure_common, load_common
     from indexer.shards import ShardedStore
@@ -397,7 +359,7 @@ def _replay(args: argparse.Namespace) -> dict:
             cfg = DecodeConfig(method=method, max_new_tokens=n, seed=args.seed)
             ses = sessions.setdefault((nm, task.group or ""), Session(cfg))
             drafter = make_drafter(cfg, sources_for(nm, task.group, dr), pool=engine.pool)
-            oracle = OracleVerifier(loaded.model, ref, eos)
+            oracle = ReplayVerifier(ref, eos, max_nodes=engine.verifier.max_nodes)
             gen = generate(oracle, tok, drafter, ids, cfg, session=ses, stop_fn=task.stop_fn(), cost_curve=curve)
             if list(gen.tokens) != list(ref):
                 log.warning("%s on %s: replay output differs from the reference (stop rule?)", nm, task.id)

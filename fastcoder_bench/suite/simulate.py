@@ -1,22 +1,24 @@
 """Offline replay of drafters on recorded AR outputs (no model), like SuffixDecoding's
 simulator: how many tokens would each drafter configuration have had accepted?
 
-For every finished task in ``OUT/tasks.jsonl`` the AR output is the ground truth. A
-drafter drafts from the prompt plus the AR output so far, exactly as in the decode
-loop (same drafters, sessions, CACHE updates and budget trimming); the accepted path is
-the longest path of the tree that follows the AR tokens, then the AR token after it is
-the bonus. The estimated speedup uses the run's cost curve c(k):
+For every finished task in ``OUT/tasks.jsonl`` the AR output is the ground truth. The
+real decode loop (:func:`fastcoder.decode.generate`: the same drafters, sessions, CACHE
+updates, budget trimming and stop rule) runs over a
+:class:`fastcoder.replay.ReplayVerifier`, which accepts the longest tree path that
+follows the AR tokens and gives the AR token after it as the bonus: the steps are
+those of a real run whose model output is the AR output (a test checks it against the
+real loop, token for token and step for step). The estimated speedup uses the run's
+cost curve c(k):
 
-    est. speedup = sum_tasks (n - 1) * c(0)  /  sum_steps (c(draft size) + drafting time)
+    est. speedup = sum_tasks AR forwards * c(0)  /  sum_steps (c(draft size) + drafting time)
 
-It is an estimate: the real loop stops drafting past the stop rule's cut and the
-model's own timing varies; use it to compare drafter settings, then measure.
+It is an estimate: the model's own timing varies (the real step costs what it costs
+under the machine's load); use it to compare drafter settings, then measure.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -50,16 +52,41 @@ class SimResult:
         }
 
 
-def _accept(tree, target: Sequence[int]) -> list[int]:
-    children = tree.children()
-    row, path = 0, []
-    for tok in target:
-        nxt = children[row].get(tok) if row < len(children) else None
-        if nxt is None:
-            break
-        path.append(nxt)
-        row = nxt + 1
-    return path
+def replay_task(
+    rec: dict[str, Any],
+    config: DecodeConfig,
+    sources,
+    tokenizer,
+    curve,
+    session=None,
+    *,
+    max_nodes: int = 127,
+    stop_fn=None,
+    reference: Sequence[int] | None = None,
+):
+    """One recorded task through the real decode loop over its recorded AR output: the
+    :class:`fastcoder.decode.Generation` the loop returns (its stats hold the steps)."""
+    from fastcoder.decode import _eos_ids, generate
+    from fastcoder.drafters import make_drafter
+    from fastcoder.replay import ReplayVerifier
+    from fastcoder.session import Session
+    from fastcoder.stops import block_end
+
+    ar = rec["results"]["ar"]
+    session = session if session is not None else Session(config)
+    eos = sorted(_eos_ids(tokenizer, _NoModel()))
+    verifier = ReplayVerifier(ar["tokens"], eos[0] if eos else 0, ended_by_eos=ar["stats"].get("stop_reason") == "eos",
+                              max_nodes=max_nodes)  # fmt: skip
+    if stop_fn is None and rec.get("task", {}).get("indent") is not None:
+        stop_fn = block_end(int(rec["task"]["indent"]), check_first_line=True)  # the suite's stop rule
+    drafter = make_drafter(config, sources, reference=reference, pool=None)
+    return generate(verifier, tokenizer, drafter, rec["prompt_ids"], config, session=session, stop_fn=stop_fn,
+                    cost_curve=curve if config.max_draft_tokens is None else None)  # fmt: skip
+
+
+class _NoModel:
+    config = None
+    generation_config = None
 
 
 def replay(
@@ -73,15 +100,9 @@ def replay(
     session_mode: str = "per-project",
 ) -> SimResult:
     """Replay one drafter configuration over the recorded tasks (in record order)."""
-    from fastcoder.budget import StepBudget
-    from fastcoder.drafters import DraftState, make_drafter
     from fastcoder.session import Session
-    from fastcoder.stats import GenStats
-    from fastcoder.tokens import TokenInfo
-    from fastcoder.trie import DraftTree
 
     res = SimResult(name, "adaptive" if config.max_draft_tokens is None else str(config.max_draft_tokens))
-    info = TokenInfo.for_tokenizer(tokenizer)
     sessions: dict[Any, Session] = {}
     for rec in records:
         ar = rec["results"].get("ar")
@@ -92,47 +113,18 @@ def replay(
             session = Session(config)
         else:
             session = sessions.setdefault(group, Session(config))
-        out = list(ar["tokens"])
-        drafter = make_drafter(config, sources_for(rec), pool=None)
-        # start() sees the prompt only, as in the loop (the first token comes from the prefill)
-        st = DraftState(list(rec["prompt_ids"]), len(rec["prompt_ids"]), config, session, GenStats(), info)
-        drafter.start(st)
-        st.tokens.append(out[0])
-        done = 1
-        budget = StepBudget(curve, config.max_draft_tokens is None and drafter.adaptive_budget, session.calibration)
-        while done < len(out):
-            t0 = time.perf_counter()
-            k = config.max_draft_tokens if config.max_draft_tokens is not None else 64
-            tree = drafter.draft(st, k) if k > 0 and budget.should_draft() else DraftTree()
-            tree = budget.trim(tree)
-            tree = tree.limit_depth(len(out) - done - 1)
-            res.draft_s += time.perf_counter() - t0
-            accepted = _accept(tree, out[done:])
-            budget.observe(tree, len(accepted))
-            n_new = min(len(accepted) + 1, len(out) - done)
-            committed = out[done : done + n_new]
-            st.tokens.extend(committed)
-            drafter.update(st, tree, accepted[: n_new], committed)
-            done += n_new
-            res.steps += 1
-            res.draft_nodes += len(tree)
-            if curve is not None:
-                res.est_time_s += curve.cost(len(tree))
-        if ar["stats"].get("stop_reason") == "eos":
-            # the real loop needed one more forward to see the end-of-sequence token
-            k = config.max_draft_tokens if config.max_draft_tokens is not None else 64
-            tree = drafter.draft(st, k) if k > 0 and budget.should_draft() else DraftTree()
-            tree = budget.trim(tree)
-            res.steps += 1
-            res.draft_nodes += len(tree)
-            if curve is not None:
-                res.est_time_s += curve.cost(len(tree))
-                res.ar_time_s += curve.cost(0)
-        drafter.close()
-        session.calibration = budget.calibration
-        res.tokens += len(out) - 1
+        gen = replay_task(rec, config, sources_for(rec), tokenizer, curve, session)
+        st = gen.stats
+        if list(gen.tokens) != list(ar["tokens"]):
+            log.warning("%s on %s: the replay's output differs from the recorded one", name, rec.get("id"))
+        res.tokens += len(ar["tokens"]) - 1
+        res.steps += st.forward_steps
+        res.draft_nodes += sum(st.draft_sizes)
+        res.draft_s += st.retrieval_s + st.tree_s
         if curve is not None:
-            res.ar_time_s += (len(out) - 1) * curve.cost(0)
+            res.est_time_s += sum(curve.cost(k) for k in st.draft_sizes)
+            # AR: one forward per token after the prefill's, and one to see the end-of-sequence
+            res.ar_time_s += (len(ar["tokens"]) - 1 + (st.stop_reason == "eos")) * curve.cost(0)
     res.est_time_s += res.draft_s
     return res
 

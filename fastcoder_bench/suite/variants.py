@@ -45,7 +45,7 @@ class Variant:
     def describe(self) -> dict:
         import dataclasses
 
-        cfg = {k: v for k, v in dataclasses.asdict(self.config).items() if k != "extra"}
+        cfg = dataclasses.asdict(self.config)
         out = {"name": self.name, "label": self.label, "use_dr": self.use_dr, "use_dc": self.use_dc, "config": cfg}
         if self.hf_kwargs is not None:
             out["hf_kwargs"] = dict(self.hf_kwargs)

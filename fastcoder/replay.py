@@ -1,0 +1,57 @@
+"""A verifier that replays a recorded greedy output: the real decode loop without a model.
+
+:class:`ReplayVerifier` stands in for :class:`fastcoder.verifier.Verifier` when the
+greedy output is known (a recorded run): the prefill yields the recorded first token,
+and a step accepts the longest tree path that follows the recorded tokens (exactly what
+greedy tree verification accepts when the model's choices are the recorded ones), the
+next recorded token being the bonus. :func:`fastcoder.decode.generate` runs unchanged
+over it (drafters, sessions, CACHE updates, budget trimming, stop rules), so an offline
+replay is the loop itself and cannot drift from it: the benchmark's simulator
+(``fastcoder bench --simulate``) and ``fastcoder bench sources --replay`` use it.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, Sequence
+
+from fastcoder.trie import DraftTree
+from fastcoder.verifier import StepResult
+
+
+class ReplayVerifier:
+    """Replays ``tokens`` (the recorded output, without its end). ``eos``: the
+    end-of-sequence id; with ``ended_by_eos`` the recorded run ended by generating it, so
+    it follows the tokens (a draft may hold it, as in the real run). ``max_nodes``: the
+    real verifier's largest tree (its largest bucket less the root)."""
+
+    record_margins = False
+    last_split = None
+
+    def __init__(self, tokens: Sequence[int], eos: int, *, ended_by_eos: bool = False, max_nodes: int = 127) -> None:
+        self.stream = [int(t) for t in tokens] + ([int(eos)] if ended_by_eos else [])
+        self.eos = int(eos)
+        self.max_nodes = max_nodes
+        self.pos = 0
+        # what decode reads of a model: its end-of-sequence ids
+        self.model = SimpleNamespace(config=SimpleNamespace(eos_token_id=self.eos), generation_config=None)
+
+    def _at(self, p: int) -> int:
+        return self.stream[p] if p < len(self.stream) else self.eos
+
+    def prefill(self, kv: Any, prompt_ids: Sequence[int], reserve: int | None = None, **_: Any):
+        self.pos = 1
+        return self._at(0), len(prompt_ids), None
+
+    def step(self, kv: Any, root: int, tree: DraftTree) -> StepResult:
+        children = tree.children()
+        row, p, accepted = 0, self.pos, []
+        while p < len(self.stream) and row < len(children):
+            nxt = children[row].get(self.stream[p])
+            if nxt is None:
+                break
+            accepted.append(nxt)
+            row, p = nxt + 1, p + 1
+        bonus = self._at(p)
+        self.pos = p + 1
+        return StepResult(accepted, bonus)

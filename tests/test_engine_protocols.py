@@ -1,0 +1,234 @@
+"""The engine's three protocols, end to end on the tiny models:
+
+- a draft source is one module: a source registered from this test alone drafts and is
+  counted in ``accepted_by_source`` and the server's ``acceptedBySource``;
+- one decode loop: the benchmark's simulator (the real loop over a replay verifier of
+  the recorded AR output) agrees with the real loop token for token and step for step;
+- stops in the engine: stop ids end the output; stop detection decodes only new text
+  (a 4,096-token output decodes a small multiple of its characters, not its square).
+"""
+
+from __future__ import annotations
+
+import random
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from fastcoder.config import DecodeConfig
+from fastcoder.datastore import TokenDatastore
+from fastcoder.decode import generate
+from fastcoder.drafters import Drafter, FastCoderDrafter, Sources
+from fastcoder.engine import Engine
+from fastcoder.replay import ReplayVerifier
+from fastcoder.search import Retrieval
+from fastcoder.session import DraftState, Session
+from fastcoder.sources import DraftSource, register, unregister
+from fastcoder.stats import GenStats
+from fastcoder.stops import StopStrings, any_of, block_end, runs_into
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model, tiny_tokenizer):
+    return Engine(tiny_model, tiny_tokenizer, name="tiny")
+
+
+def prompt_of(tok, text: str) -> list[int]:
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+PROMPT = "def pairs(items):\n    out = []\n    for i, x in enumerate(items):\n"
+
+
+# --------------------------------------------------------------------------------------
+# a draft source is one module and one registration
+# --------------------------------------------------------------------------------------
+
+
+def test_a_source_registered_from_a_test_drafts_and_is_counted(engine):
+    from lsp_server.metrics import ServerMetrics
+
+    prompt = prompt_of(engine.tokenizer, PROMPT)
+    ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=30)).tokens
+    full = prompt + ar
+
+    class Oracle(DraftSource):
+        """Knows the greedy output: proposes its next 6 tokens."""
+
+        name = "oracle"
+
+        def propose(self, st, max_nodes):
+            n = len(st.tokens)
+            nxt = full[n : n + 6] if st.tokens == full[:n] else []
+            return Retrieval(len(nxt), [(tuple(nxt[: i + 1]), 1) for i in range(len(nxt))], 1) if nxt else None
+
+    register(Oracle)
+    try:
+        cfg = DecodeConfig(method="fastcoder", max_new_tokens=30, max_draft_tokens=8, use_cache=False)
+        st = DraftState(list(prompt), len(prompt), cfg, Session(cfg), GenStats())
+        tree = FastCoderDrafter(Sources()).draft(st, 8)
+        assert "oracle" in tree.sources  # in the drafts
+        gen = engine.generate(prompt, cfg)
+    finally:
+        unregister("oracle")
+    assert gen.tokens == ar  # only drafts: the text is AR's
+    assert gen.stats.accepted_by_source["oracle"] >= len(ar) // 2
+    metrics = ServerMetrics()
+    metrics.generation(gen.stats, "completion")
+    assert metrics.to_json()["last"]["acceptedBySource"]["oracle"] == gen.stats.accepted_by_source["oracle"]
+    # unregistered: gone from the drafts
+    assert "oracle" not in FastCoderDrafter(Sources()).draft(DraftState(list(prompt), len(prompt), cfg, Session(cfg), GenStats()), 8).sources
+
+
+def test_source_weights_by_name_and_old_keys():
+    from fastcoder.sources import weight_of
+
+    cfg = DecodeConfig.from_dict({"alpha": 2.0, "buffersWeight": 0, "sourceWeights": {"context": 0.5}})
+    assert cfg.source_weights == {"context": 0.5, "D_r": 2.0, "buffers": 0.0}
+    assert (weight_of(cfg, "D_r"), weight_of(cfg, "D_c"), weight_of(cfg, "buffers"), weight_of(cfg, "context")) == (2.0, 1.0, 0.0, 0.5)
+    s = Sources(dr=object(), buffers=None)
+    assert [x.name for x in s] == ["D_r"] and s.dc is None
+    s.dc = TokenDatastore.build([[1, 2, 3]])
+    assert [x.name for x in s] == ["D_r", "D_c"] and s.get("D_c").datastore
+
+
+# --------------------------------------------------------------------------------------
+# one decode loop: the simulator is the real loop over recorded tokens
+# --------------------------------------------------------------------------------------
+
+
+def _record(prompt, gen, indent):
+    return {"id": "t", "task": {"group": None, "indent": indent}, "prompt_ids": list(prompt),
+            "results": {"ar": {"tokens": list(gen.tokens), "stats": gen.stats.to_dict()}}}  # fmt: skip
+
+
+def _steps(st):
+    return (st.forward_steps, st.draft_sizes, st.accept_lengths, dict(st.accepted_by_source), st.stop_reason)
+
+
+@pytest.mark.parametrize("method,budget", [("fastcoder", None), ("fastcoder", 16), ("rest", 8), ("pld", None), ("reuse", 16)])
+def test_simulator_and_real_loop_agree_step_for_step(engine, method, budget):
+    from fastcoder_bench.suite.simulate import replay_task
+
+    tok = engine.tokenizer
+    rng = random.Random(7)
+    for indent, text in ((4, PROMPT + "        "), (0, "import os\n\n"), (8, "class A:\n    def f(self):\n")):
+        prompt = prompt_of(tok, text)
+        ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=48), stop_fn=block_end(indent, check_first_line=True))
+        full = prompt + ar.tokens
+        # datastores and a reference from pieces of the output: drafts partly right
+        pieces = [full[i : i + rng.randint(3, 12)] for i in range(0, len(full), 5)]
+        dc = TokenDatastore.build(pieces[::2] + [[rng.randrange(len(tok)) for _ in range(20)]])
+        dr = TokenDatastore.build(pieces[1::2])
+        cfg = DecodeConfig(method=method, max_new_tokens=48, max_draft_tokens=budget)
+        reference = ar.tokens[2:30] if method in ("reuse", "fastcoder") else None
+        rule = block_end(indent, check_first_line=True)
+        real = engine.generate(prompt, cfg, session=Session(cfg), sources=Sources(dr=dr, dc=dc), reference=reference, stop_fn=rule)
+        assert real.tokens == ar.tokens
+        curve = engine.cost_curve() if budget is None else None
+        sim = replay_task(_record(prompt, ar, indent), cfg, Sources(dr=dr, dc=dc), tok, curve, Session(cfg),
+                          max_nodes=engine.verifier.max_nodes, reference=reference)  # fmt: skip
+        assert sim.tokens == real.tokens and sim.text == real.text
+        assert _steps(sim.stats) == _steps(real.stats)
+
+
+def test_simulate_replay_counts_the_loops_steps(engine):
+    from fastcoder_bench.suite.simulate import replay
+
+    tok = engine.tokenizer
+    prompt = prompt_of(tok, PROMPT)
+    ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=40), stop_fn=block_end(8, check_first_line=True))
+    cfg = DecodeConfig(method="pld", max_new_tokens=40)
+    real = engine.generate(prompt, cfg, stop_fn=block_end(8, check_first_line=True))
+    res = replay([_record(prompt, ar, 8)], "pld", cfg, lambda rec: Sources(), tok, None)
+    assert res.steps == real.stats.forward_steps and res.tokens == len(ar.tokens) - 1
+
+
+# --------------------------------------------------------------------------------------
+# stops in the engine
+# --------------------------------------------------------------------------------------
+
+
+def test_stop_ids_end_the_output_before_them(engine):
+    prompt = prompt_of(engine.tokenizer, PROMPT)
+    ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=30))
+    stop = ar.tokens[10]
+    first = ar.tokens.index(stop)
+    for method in ("ar", "fastcoder", "pld"):
+        gen = engine.generate(prompt, DecodeConfig(method=method, max_new_tokens=30), stop_ids={stop})
+        assert gen.tokens == ar.tokens[:first] and gen.stats.stop_reason == "stop_id"
+        assert gen.text == engine.tokenizer.decode(ar.tokens[:first], skip_special_tokens=True)
+
+
+class CountingTokenizer:
+    """The tiny tokenizer, counting the characters every decode call returns."""
+
+    def __init__(self, tok) -> None:
+        self.tok = tok
+        self.chars = 0
+        self.calls = 0
+
+    def __getattr__(self, name):
+        return getattr(self.tok, name)
+
+    def __len__(self) -> int:
+        return len(self.tok)
+
+    def decode(self, ids, **kw):
+        text = self.tok.decode(ids, **kw)
+        self.chars += len(text)
+        self.calls += 1
+        return text
+
+
+def test_stop_detection_is_linear_in_the_output(tiny_tokenizer):
+    """A 4,096-token output with stop strings and line rules that never fire: the loop
+    decodes a small multiple of the output's characters (re-decoding the whole output
+    at every token, as before, decoded ~2,000 times as many)."""
+    lib = Path(sysconfig.get_paths()["stdlib"])
+    text = "".join((lib / n).read_text(encoding="utf-8") for n in ("textwrap.py", "shlex.py", "fnmatch.py", "heapq.py"))
+    ids = tiny_tokenizer(text, add_special_tokens=False)["input_ids"][:4096]
+    assert len(ids) == 4096
+    tok = CountingTokenizer(tiny_tokenizer)
+    cfg = DecodeConfig(method="ar", max_new_tokens=4096, stop_strings=("\x00never",))
+    rule = any_of(block_end(-1, check_first_line=True), runs_into("never_this_line()", check_first_line=True))
+    gen = generate(ReplayVerifier(ids, eos=0), tok, Drafter(), [1, 2, 3], cfg, stop_fn=rule)
+    assert gen.tokens == ids and gen.stats.stop_reason == "max_new_tokens"
+    expected = tiny_tokenizer.decode(ids, skip_special_tokens=True)
+    assert gen.text == expected
+    assert tok.chars <= 6 * len(expected), (tok.chars, len(expected))
+    assert tok.calls <= 2 * len(ids) + 2
+
+
+def test_incremental_rules_cut_where_whole_text_rules_cut(tiny_tokenizer):
+    """Fed token by token inside the loop, the rules stop at the same token and cut at
+    the same character as on the whole text decoded after every token (as before, and
+    as the benchmark's transformers peer still does)."""
+    lib = Path(sysconfig.get_paths()["stdlib"])
+    text = (lib / "textwrap.py").read_text(encoding="utf-8")
+    rng = random.Random(3)
+    for _ in range(30):
+        start = rng.randrange(len(text) - 2000)
+        chunk = text[start : start + 1500]
+        ids = tiny_tokenizer(chunk, add_special_tokens=False)["input_ids"]
+        if rng.random() < 0.4:  # random ids: byte tokens, incomplete characters (U+FFFD in a whole decode)
+            ids = [rng.randrange(4, len(tiny_tokenizer)) for _ in range(300)]
+        indent = rng.choice([0, 4, 8])
+        rules = [block_end(indent, check_first_line=rng.random() < 0.5), block_end(indent, single_line=True),
+                 runs_into(rng.choice(chunk.split("\n")), check_first_line=False), StopStrings([chunk[700:703]])]  # fmt: skip
+        rule = any_of(*rng.sample(rules, rng.randint(1, 3)))
+        decoded = tiny_tokenizer.decode(ids, skip_special_tokens=True)
+        # the first token after which the whole-text rule cuts
+        want_n, want_cut = len(ids), None
+        for n in range(1, len(ids) + 1):
+            cut = rule(tiny_tokenizer.decode(ids[:n], skip_special_tokens=True))
+            if cut is not None:
+                want_n, want_cut = n, cut
+                break
+        gen = generate(ReplayVerifier(ids, eos=0), tiny_tokenizer, Drafter(), [1, 2], DecodeConfig(method="ar", max_new_tokens=len(ids)),
+                       stop_fn=rule)  # fmt: skip
+        assert gen.tokens == ids[:want_n]
+        full = tiny_tokenizer.decode(ids[:want_n], skip_special_tokens=True)
+        assert gen.text == (full[:want_cut] if want_cut is not None else full)
+        assert decoded.startswith(gen.text) or "\ufffd" in decoded
