@@ -46,10 +46,11 @@ from fastcoder.stats import GenStats
 from fastcoder.stops import StopMatcher, StopRule
 from fastcoder.tokens import TokenInfo
 from lsp_server.buffers import OpenBuffers
+from lsp_server.context import ContextBuilder, ContextState, fs_path
 from lsp_server.metrics import ServerMetrics
 from lsp_server.model_host import ModelHost
 from lsp_server.postprocess import document_indent_unit, finalize
-from lsp_server.prompt import CursorContext, build_prompt, encode, fim_special_ids
+from lsp_server.prompt import CursorContext, Prompt, build_prompt, encode, fim_special_ids
 from lsp_server.sessions import Answers, DocumentState, Inflight, SessionRegistry, Suggestion
 from lsp_server.settings import ServerSettings
 from lsp_server.stops import make_stop_fn
@@ -208,6 +209,7 @@ class Completer:
         self.index = index
         self.documents = documents  # uri -> (version, text) of the open documents
         self.buffers = OpenBuffers()
+        self.context = ContextBuilder()
         self._special: dict[int, set[int]] = {}
         self._reference: dict[str, tuple[str, list[int]]] = {}  # uri -> (reference text, ids)
         self.model_latency: deque[float] = deque(maxlen=20)  # recent model-run answers (s)
@@ -222,6 +224,7 @@ class Completer:
         if not self.host.ready:
             return Outcome("", ctx.mode, "loading")
         self.registry.touch(doc.uri)
+        self.context.places.visit(doc.uri, ctx.prefix.count("\n"))
         hit = recall(doc.answers, ctx) if settings.reuse_suggestions else None
         if hit is not None and not (invoked and not hit[0].strip()):
             text, source = hit
@@ -475,11 +478,15 @@ class Completer:
         if engine is None or loaded is None or self.host.generation != generation or doc.session.kv.ids:
             return
         tok = engine.tokenizer
-        budget = settings.max_prompt_tokens - 3 - settings.max_suffix_tokens
+        # the context as the first completion will most likely see it (cursor unknown: the end)
+        doc.context = self.document_context(doc, CursorContext(text, ""), settings, tok, self._open_documents())
+        context_ids = doc.context.ids if doc.context is not None else []
+        budget = settings.max_prompt_tokens - 3 - settings.max_suffix_tokens - len(context_ids)
         head = [tok.convert_tokens_to_ids(loaded.fim.prefix)] if loaded.fim else []
         ids = head + encode(tok, text[: (budget + 1) * 12])
         if len(ids) > budget or len(ids) < 2:
             return
+        ids = context_ids + ids
         for k in range(256, len(ids) + 256, 256):
             if self.host.waiting():
                 return  # a request is waiting: give way (what is prefilled so far stays)
@@ -487,6 +494,35 @@ class Completer:
         self.metrics.outcome("warmed")
 
     # ------------------------------------------------------------------ model thread
+    def document_context(self, doc: DocumentState, ctx: CursorContext, settings: ServerSettings, tokenizer: Any,
+                         docs: Mapping[str, tuple[Any, str]], refresh: bool = False) -> ContextState | None:  # fmt: skip
+        """The cross-file context for ``doc`` at ``ctx`` (:mod:`lsp_server.context`):
+        the document's current one while it holds. Never fails a request."""
+        try:
+            return self.context.context_for(
+                doc.context, settings=settings, tokenizer=tokenizer, index=self.index(), uri=doc.uri,
+                path=fs_path(doc.uri), ctx=ctx, docs=docs, refresh=refresh,
+            )  # fmt: skip
+        except Exception:
+            log.exception("cross-file context failed for %s; completing without it", doc.uri)
+            return None
+
+    def document_prompt(self, doc: DocumentState, ctx: CursorContext, settings: ServerSettings, loaded: Any,
+                        tokenizer: Any, context: ContextState | None) -> Prompt:  # fmt: skip
+        """The document's prompt after ``context`` (a new context drops the anchor: the
+        prompt's budget changed and it is prefilled from its start anyway)."""
+        old = doc.context.ids if doc.context is not None else []
+        new = context.ids if context is not None else []
+        anchor = doc.anchor if old == new else None
+        layout = settings.prompt_layout
+        return build_prompt(
+            tokenizer, loaded.fim, ctx, settings.max_prompt_tokens - len(new),
+            suffix_share=settings.suffix_share if loaded.fim else 0.0,
+            max_suffix_tokens=settings.max_suffix_tokens,
+            sticky_start=doc.sticky_start, layout=layout, anchor=anchor,
+            info=TokenInfo.for_tokenizer(tokenizer) if layout == "anchored" and loaded.fim else None,
+        )  # fmt: skip
+
     def special_ids(self, tokenizer: Any) -> set[int]:
         key = id(tokenizer)
         if key not in self._special:
@@ -509,16 +545,18 @@ class Completer:
         if inflight.cancel.is_set() or engine is None or loaded is None or self.host.generation != generation:
             return None, None
         tok = engine.tokenizer
-        layout = settings.prompt_layout
-        prompt = build_prompt(
-            tok, loaded.fim, ctx, settings.max_prompt_tokens,
-            suffix_share=settings.suffix_share if loaded.fim else 0.0,
-            max_suffix_tokens=settings.max_suffix_tokens,
-            sticky_start=doc.sticky_start, layout=layout, anchor=doc.anchor,
-            info=TokenInfo.for_tokenizer(tok) if layout == "anchored" and loaded.fim else None,
-        )  # fmt: skip
+        context = self.document_context(doc, ctx, settings, tok, docs or {})
+        prompt = self.document_prompt(doc, ctx, settings, loaded, tok, context)
+        if doc.sticky_start is not None and prompt.prefix_start != doc.sticky_start and context is doc.context:
+            # the prompt is prefilled from its start anyway: the context may follow the cursor
+            fresh = self.document_context(doc, ctx, settings, tok, docs or {}, refresh=True)
+            if fresh is not context and (fresh.ids if fresh else []) != (context.ids if context else []):
+                context = fresh
+                prompt = self.document_prompt(doc, ctx, settings, loaded, tok, context)
+        doc.context = context
         doc.sticky_start = prompt.prefix_start
         doc.anchor = prompt.anchor
+        context_ids = context.ids if context is not None else []
         heal = prompt.heal  # the output starts with it; the suggestion is what follows
         rules = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines)
         unit = document_indent_unit(ctx.prefix[-20000:] + ctx.suffix[:5000])
@@ -550,7 +588,7 @@ class Completer:
             sources = index.sources() if index is not None else None
         t_engine = time.perf_counter()
         gen = engine.generate(
-            prompt.ids,
+            context_ids + prompt.ids,
             config,
             session=doc.session,
             sources=sources,
@@ -562,7 +600,7 @@ class Completer:
         )
         gen.stats.setup_s = t_engine - t_begin  # prompt + draft sources, before the engine
         gen.stats.queue_s = max(0.0, t_begin - inflight.submitted)  # waiting for the model thread
-        self.metrics.generation(gen.stats, "prefetch" if inflight.background else "completion")
+        self.metrics.generation(gen.stats, "prefetch" if inflight.background else "completion", len(context_ids))
         if gen.cancelled:
             return None, gen.stats
         text = gen.text[len(heal) :]

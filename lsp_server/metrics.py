@@ -90,7 +90,7 @@ class ServerMetrics:
         with self._lock:
             self.latencies.append(seconds)
 
-    def generation(self, st: GenStats, kind: str) -> None:
+    def generation(self, st: GenStats, kind: str, context_tokens: int = 0) -> None:
         with self._lock:
             if kind == "prefetch":
                 self.prefetch.add(st)
@@ -100,6 +100,7 @@ class ServerMetrics:
                 "kind": kind,
                 "method": st.method,
                 "promptTokens": st.prompt_tokens,
+                "contextTokens": context_tokens,
                 "prefillTokens": st.prefill_tokens,
                 "newTokens": st.new_tokens,
                 "forwardSteps": st.forward_steps,

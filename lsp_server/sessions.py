@@ -156,6 +156,7 @@ class DocumentState:
     answers: Answers = field(default_factory=Answers)
     sticky_start: int | None = None
     anchor: Any = None  # lsp_server.prompt.Anchor of the last anchored prompt
+    context: Any = None  # lsp_server.context.ContextState: the cross-file context in its prompts
     typing: TypingClock = field(default_factory=TypingClock)
     used: float = field(default_factory=time.monotonic)
 

@@ -56,6 +56,17 @@ debounceMs         ``auto``                     wait before running the model fo
 prefetch           true                         when a suggestion is shown and the model is idle,
                                                 compute the one after accepting it (and its first
                                                 line) in the background; any request cancels it
+crossFileContext   true                         put other workspace files in the prompt, before the
+                                                document, in the model's repository format (Qwen2.5-
+                                                Coder: <|repo_name|>, <|file_sep|>); see
+                                                lsp_server/context.py. false: the document alone
+contextSources     ``{"definitions": 384,       token budget per context source (0 or absent: off):
+                   "open": 192, "edits": 128}`` definitions: declarations of the names the document
+                                                imports from other workspace files, those used near
+                                                the cursor first; open: the chunks of the other open
+                                                documents most like the text before the cursor;
+                                                edits: the places last completed at in the other open
+                                                documents. In all at most maxPromptTokens / 3
 keepWhitespace     false                        debug: return whitespace-only suggestions too
 ================== ============================ =====================================================
 
@@ -78,6 +89,8 @@ from lsp_server.prompt import LAYOUTS
 log = logging.getLogger(__name__)
 
 RELOAD_KEYS = ("model", "dtype", "device")
+CONTEXT_SOURCES = ("definitions", "open", "edits")
+DEFAULT_CONTEXT_SOURCES = {"definitions": 384, "open": 192, "edits": 128}
 REINDEX_KEYS = ("workspace_index", "common_index", "dependency_index", "python_path")
 """Settings whose change needs the model to be loaded again."""
 
@@ -116,6 +129,8 @@ class ServerSettings:
     prompt_layout: str = "anchored"
     debounce_ms: Any = "auto"
     prefetch: bool = True
+    cross_file_context: bool = True
+    context_sources: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_CONTEXT_SOURCES))
     engine: DecodeConfig = field(default_factory=DecodeConfig)
 
     # ------------------------------------------------------------------ building
@@ -189,11 +204,20 @@ class ServerSettings:
         if not isinstance(self.suffix_share, (int, float)) or not 0.0 <= self.suffix_share <= 0.9:
             raise SettingsError(f"suffix_share must be between 0 and 0.9, got {self.suffix_share!r}")
         for name in ("enabled", "reuse_suggestions", "warm_on_open", "workspace_index", "common_index", "dependency_index",
-                     "keep_whitespace", "prefetch"):  # fmt: skip
+                     "keep_whitespace", "prefetch", "cross_file_context"):  # fmt: skip
             if not isinstance(getattr(self, name), bool):
                 raise SettingsError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.python_path is None:
             self.python_path = ""
+        sources = self.context_sources
+        if not isinstance(sources, dict):
+            raise SettingsError(f"context_sources must be an object of source name -> token budget, got {sources!r}")
+        for name, budget in sources.items():
+            if name not in CONTEXT_SOURCES:
+                raise SettingsError(f"unknown context source {name!r}; choose among {', '.join(CONTEXT_SOURCES)}")
+            if isinstance(budget, bool) or not isinstance(budget, (int, float)) or int(budget) != budget or budget < 0:
+                raise SettingsError(f"context_sources.{name} must be a token count >= 0, got {budget!r}")
+        self.context_sources = {n: int(b) for n, b in sources.items() if b}
         if self.prompt_layout not in LAYOUTS:
             raise SettingsError(f"prompt_layout must be one of {', '.join(LAYOUTS)}, got {self.prompt_layout!r}")
         if self.debounce_ms != "auto":

@@ -718,3 +718,35 @@ async def test_taking_early_lines_joins_the_running_block(client: LanguageClient
             await asyncio.sleep(0.1)
         await configure(client, maxNewTokens=16, method="fastcoder", earlyAnswerMs=None, promptLayout="anchored",
                         timeBudgetMs=0)  # fmt: skip
+
+
+async def test_cross_file_context_reaches_the_prompt_within_max_prompt_tokens(client: LanguageClient, workspace):
+    """A definition in another workspace file (written to disk after the server started:
+    a watchdog event) goes into the prompt before the document, and the whole prompt
+    stays within maxPromptTokens."""
+    pkg = workspace / "ctxpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "shapes.py").write_text(
+        "class Square:\n    def __init__(self, side):\n        self.side = side\n\n"
+        "    def area(self):\n        return self.side * self.side\n\n\n"
+        "def make_square(side=1):\n    return Square(side)\n"
+    )
+    text = "from ctxpkg.shapes import make_square\n\n\ndef total():\n    s = make_square(3)\n    return "
+    uri = (workspace / "uses_shapes.py").as_uri()
+    deadline = time.monotonic() + 30
+    for budget in (2048, 240):
+        await configure(client, maxPromptTokens=budget)
+        try:
+            while True:  # until the watchdog event reached the symbol table
+                open_doc(client, uri, text)
+                await client.text_document_inline_completion_async(inline_params(uri, _end_of(text, "return ")))
+                last = (await stats(client))["last"]
+                client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+                if last["contextTokens"] > 0 or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.2)
+        finally:
+            await configure(client, maxPromptTokens=2048)
+        assert 0 < last["contextTokens"] <= budget // 3, last
+        assert last["promptTokens"] <= budget, last

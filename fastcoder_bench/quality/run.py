@@ -34,7 +34,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 WITH_TABS = frozenset({"open", "context"})
 BASE = "no-context"
 SERVER_OPTIONS = {"debounceMs": 0, "prefetch": False, "earlyAnswerMs": None, "timeBudgetMs": 30000,
-                  "warmOnOpen": False, "maxNewTokens": 96}  # fmt: skip
+                  "warmOnOpen": False, "maxNewTokens": 64}  # fmt: skip
 INVOKED = 1  # InlineCompletionTriggerKind.Invoked
 
 
