@@ -311,6 +311,7 @@ class _After(StopRule):
 class _AfterMatcher(StopMatcher):
     def __init__(self, inner: StopMatcher, n: int) -> None:
         self.inner = inner
+        self.n = n  # characters the inner rule never sees (its cuts are offset by them)
         self.skip = n
 
     def feed(self, piece: str) -> int | None:

@@ -23,3 +23,18 @@ def test_blank_line_at_top_level_and_single_line():
     assert t[: fn(t)] == "import os"
     one = block_end(4, single_line=True)
     assert one("abc") is None and one("abc\ndef") == 3
+
+
+def test_a_rule_after_a_healed_prefix_cuts_in_the_whole_text():
+    """``rule.after(n)`` (the server's token healing: the output starts with ``n``
+    characters typed already) judges the text after them, fed whole or in pieces, and
+    its cut indexes the whole text."""
+    rule = block_end(4, check_first_line=True)
+    body = "    x = 1\n    return x\n\ndef g():"
+    for heal in ("", "re", "    "):
+        text = heal + body
+        want = rule(body)
+        assert rule.after(len(heal))(text) == want + len(heal)
+        m = rule.after(len(heal)).matcher()
+        cuts = [m.feed(text[i : i + 3]) for i in range(0, len(text), 3)]
+        assert next(c for c in cuts if c is not None) == want + len(heal)
