@@ -9,7 +9,8 @@ import time
 from collections import deque
 from types import SimpleNamespace
 
-from lsp_server.complete import Completer, after_accept, continues, recall
+from lsp_server.complete import Completer
+from lsp_server.recall import after_accept, continues, recall
 from lsp_server.model_host import ModelHost
 from lsp_server.prompt import CursorContext
 from lsp_server.sessions import Answers, Suggestion, TypingClock

@@ -103,10 +103,11 @@ async def start_client(model_dir, workspace, options: dict[str, Any] | None = No
         return types.ApplyWorkspaceEditResult(applied=True)
 
     # deterministic answers: no early answers by time, no background warm-up or prefetch,
-    # no debounce (each tested on its own)
+    # no debounce, prompts of the document alone (no cross-file context: what the other
+    # tests' open documents would add to it) (each tested on its own)
     opts = {"model": str(model_dir), "dtype": "float32", "device": "cpu", "maxNewTokens": 16,
             "timeBudgetMs": 0, "method": "fastcoder", "earlyAnswerMs": None, "warmOnOpen": False,
-            "prefetch": False, "debounceMs": 0}  # fmt: skip
+            "prefetch": False, "debounceMs": 0, "crossFileContext": False}  # fmt: skip
     opts.update(options or {})
     client.init_result = await client.initialize_session(  # type: ignore[attr-defined]
         types.InitializeParams(
@@ -736,7 +737,7 @@ async def test_cross_file_context_reaches_the_prompt_within_max_prompt_tokens(cl
     uri = (workspace / "uses_shapes.py").as_uri()
     deadline = time.monotonic() + 30
     for budget in (2048, 240):
-        await configure(client, maxPromptTokens=budget)
+        await configure(client, maxPromptTokens=budget, crossFileContext=True)
         try:
             while True:  # until the watchdog event reached the symbol table
                 open_doc(client, uri, text)
@@ -747,6 +748,6 @@ async def test_cross_file_context_reaches_the_prompt_within_max_prompt_tokens(cl
                     break
                 await asyncio.sleep(0.2)
         finally:
-            await configure(client, maxPromptTokens=2048)
+            await configure(client, maxPromptTokens=2048, crossFileContext=False)
         assert 0 < last["contextTokens"] <= budget // 3, last
         assert last["promptTokens"] <= budget, last

@@ -9,7 +9,7 @@ from pygls.workspace import TextDocument
 
 from fastcoder.models import detect_fim
 from lsp_server import actions
-from lsp_server.complete import typed_through
+from lsp_server.recall import typed_through
 from lsp_server.documents import BadRequest, offset_at, position_at
 from lsp_server.postprocess import document_indent_unit, drop_repeated_lines, finalize, reindent, trim_overlap
 from lsp_server.prompt import CursorContext, build_prompt, cut_prefix, encode

@@ -1,0 +1,70 @@
+"""Answers from remembered states: a request whose document state a recent suggestion
+already covers (the same state again, or its start typed, accepted, undone) is
+answered from it without the model (``lsp_server.complete``, step 1)."""
+
+from __future__ import annotations
+
+from lsp_server.prompt import CursorContext
+from lsp_server.sessions import Answers, Suggestion
+
+AUTO_CLOSED = set(")]}\"'`")
+"""Closers an editor inserts by itself after an opener."""
+
+
+def typed_through(last: Suggestion | None, ctx: CursorContext) -> str | None:
+    """The rest of ``last`` when, since it was shown, the user only typed its start.
+
+    Editors auto-close brackets and quotes: when what appeared right of the cursor is
+    just such closers, and the rest of the suggestion's line ends with them, the rest
+    of that line without them is returned (a single-line suggestion now)."""
+    if last is None or not ctx.prefix.startswith(last.prefix):
+        return None
+    typed = ctx.prefix[len(last.prefix) :]
+    if not typed and ctx.suffix == last.suffix:
+        return last.text  # the very same state (undo, backspace): its answer, even empty
+    if not last.text.startswith(typed):
+        return None
+    rest = last.text[len(typed) :]
+    if ctx.suffix == last.suffix:
+        return rest if rest.strip() else None
+    if not ctx.suffix.endswith(last.suffix):
+        return None
+    added = ctx.suffix[: len(ctx.suffix) - len(last.suffix)]
+    if not added or len(added) > 8 or any(c not in AUTO_CLOSED for c in added):
+        return None
+    line = rest.split("\n")[0].rstrip()
+    if not line.endswith(added):
+        return None
+    line = line[: len(line) - len(added)]
+    return line if line.strip() else None
+
+
+def recall(answers: Answers, ctx: CursorContext) -> tuple[str, Suggestion] | None:
+    """The answer for ``ctx`` from a recent state's suggestion (newest first), if any."""
+    for s in answers:
+        rest = typed_through(s, ctx)
+        if rest is not None:
+            return rest, s
+    return None
+
+
+def continues(ctx: CursorContext, start: CursorContext, text: str) -> bool:
+    """Whether ``ctx`` is ``start`` with (some or all of) ``text`` typed or accepted."""
+    if ctx.suffix != start.suffix or not ctx.prefix.startswith(start.prefix):
+        return False
+    return text.startswith(ctx.prefix[len(start.prefix) :])
+
+
+def state_key(ctx: CursorContext) -> tuple:
+    """What identifies a cursor state (the document's text around the cursor)."""
+    return (len(ctx.prefix), len(ctx.suffix), hash(ctx.prefix), hash(ctx.suffix), ctx.mode)
+
+
+def after_accept(ctx: CursorContext, text: str) -> list[CursorContext]:
+    """The states a user reaches by accepting ``text`` at ``ctx``: all of it, then (for
+    a multi-line suggestion) its first line."""
+    out = [CursorContext(ctx.prefix + text, ctx.suffix)]
+    nl = text.find("\n")
+    if 0 < nl < len(text.rstrip()) and text[:nl].strip():
+        out.append(CursorContext(ctx.prefix + text[:nl], ctx.suffix))
+    return out
