@@ -56,6 +56,9 @@ class Definition:
     """1-based line of the definition."""
     text: str
     """The declaration (module docstring)."""
+    alias: str = ""
+    """For ``name = other`` (``ib = attr = attrib``): ``other``, whose definition is the
+    one worth showing."""
 
 
 @dataclass(frozen=True)
@@ -160,9 +163,10 @@ def python_definitions(text: str, key: str = "", relpath: str = "") -> list[Defi
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             first = lines[node.lineno - 1].rstrip()
+            alias = node.value.id if isinstance(node.value, ast.Name) else ""
             for t in targets:
                 if isinstance(t, ast.Name):
-                    out.append(Definition(t.id, key, relpath, "variable", node.lineno, _cut(first)))
+                    out.append(Definition(t.id, key, relpath, "variable", node.lineno, _cut(first), alias))
     return out
 
 
@@ -308,6 +312,8 @@ class SymbolTable:
             return None
         for d in entry[1]:
             if d.name == name:
+                if d.alias and d.alias != name and depth > 0:  # ib = attrib: show attrib
+                    return self.resolve(module, d.alias, depth - 1) or d
                 return d
         if depth > 0:
             for imp in entry[2]:

@@ -76,6 +76,10 @@ def test_re_exports_resolve_through_the_package():
     d = table.resolve("pkg", "helper")
     assert d is not None and d.relpath == "pkg/core.py"
     assert table.resolve("pkg", "nothing") is None
+    # an alias (attrs' ``ib = attr = attrib``) resolves to what it names
+    table.update("/r/pkg/api.py", "pkg/api.py", "from .core import helper\nassist = aid = helper\n")
+    d = table.resolve("pkg.api", "aid")
+    assert d is not None and d.name == "helper" and d.text.startswith("def helper(")
 
 
 def _project(root: Path) -> None:
