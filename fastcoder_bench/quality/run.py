@@ -30,8 +30,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "context": {"crossFileContext": True},  # the server's default sources
     "definitions": {"crossFileContext": True, "contextSources": {"definitions": 384}},
     "open": {"crossFileContext": True, "contextSources": {"open": 384}},
+    # the default sources on top of the document's no-context prompt (a 2048-token
+    # document share plus up to 704 context tokens), instead of out of it
+    "context-on-top": {"crossFileContext": True, "maxPromptTokens": 2048 + 704},
 }
-WITH_TABS = frozenset({"open", "context"})
+WITH_TABS = frozenset({"open", "context", "context-on-top"})
 BASE = "no-context"
 SERVER_OPTIONS = {"debounceMs": 0, "prefetch": False, "earlyAnswerMs": None, "timeBudgetMs": 30000,
                   "warmOnOpen": False, "maxNewTokens": 64}  # fmt: skip
@@ -89,7 +92,7 @@ class QualityServer:
         known = first.get("settings", {})
         # each variant is sent on top of the server's own values of the keys the variants
         # set, so that `context` gets the default sources again after `definitions`
-        self.baseline = {k: known[k] for k in ("crossFileContext", "contextSources") if k in known}
+        self.baseline = {k: known[k] for k in ("crossFileContext", "contextSources", "maxPromptTokens") if k in known}
         self.knows = {k: k in known for k in ("crossFileContext", "contextSources")}
 
     def stats(self) -> dict[str, Any]:
