@@ -24,8 +24,8 @@ is slower than AR's in the same run is flagged in red.
 
 Prompt layouts (``--layouts default,psm``) run side by side the same way: for every
 file, every (method, layout) pair gets a fresh server and the same keystrokes. Layout
-``default`` sends no ``promptLayout`` option (the server's own layout); ``nocontext``
-turns the cross-file context off (``crossFileContext: false``); any other name is sent
+``default`` sends no ``promptLayout`` option (the server's own layout); ``context`` /
+``nocontext`` turn the cross-file context on / off (``crossFileContext``); any other name is sent
 as the ``promptLayout`` initialization option; parts join with ``+``
 (``psm+nocontext``). Results are keyed ``METHOD`` for
 the first layout listed and ``METHOD@LAYOUT`` for the others; "same text as AR" and
@@ -726,16 +726,18 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 NO_CONTEXT = "nocontext"
+CONTEXT = "context"
 
 
 def layout_options(layout: str) -> dict[str, Any]:
     """Server options of a layout name: ``default`` (none: the server's own layout),
-    a ``promptLayout`` (``psm``, ``anchored``), ``nocontext`` (no cross-file context),
+    a ``promptLayout`` (``psm``, ``anchored``), ``context`` / ``nocontext`` (cross-file
+    context on / off),
     or a combination joined by ``+`` (``psm+nocontext``)."""
     options: dict[str, Any] = {}
     for part in layout.split("+"):
-        if part == NO_CONTEXT:
-            options["crossFileContext"] = False
+        if part in (NO_CONTEXT, CONTEXT):
+            options["crossFileContext"] = part == CONTEXT
         elif part != DEFAULT_LAYOUT:
             options["promptLayout"] = part
     return options
@@ -985,7 +987,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="methods, comma-separated: each gets a fresh server per file (default ar,fastcoder)")
     ap.add_argument("--layouts", "--layout", dest="layouts", default=DEFAULT_LAYOUT,
                     help="prompt layouts, comma-separated, run side by side (default: default = the server's own, "
-                         "no promptLayout option sent; nocontext: no cross-file context; any other name is sent as "
+                         "no promptLayout option sent; context / nocontext: cross-file context on / off; any other name is sent as "
                          "promptLayout, e.g. anchored, psm; parts join with +, e.g. psm+nocontext)")
     ap.add_argument("--accept", action="store_true",
                     help="the user presses Tab on a suggestion that is what they type next, then types on; "

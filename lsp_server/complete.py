@@ -176,7 +176,7 @@ class Completer:
                 self._prefetch(doc, after_accept(ctx, text), settings)
             return Outcome(text, ctx.mode, reason, seconds=time.perf_counter() - t0)
 
-        key = (*state_key(ctx), self.host.generation, id(settings))
+        key = (*state_key(ctx), self.host.load_epoch, id(settings))
         inflight = doc.inflight
         if (
             settings.reuse_suggestions and inflight is not None and inflight.shown and inflight.future is not None
@@ -283,7 +283,7 @@ class Completer:
         inflight.submitted = time.perf_counter()
         docs = self._open_documents()
         inflight.future = self.host.submit(
-            self._generate, inflight, doc, ctx, settings, self.host.generation, loop, docs,
+            self._generate, inflight, doc, ctx, settings, self.host.load_epoch, loop, docs,
             label=f"{'prefetch' if background else 'completion'} {doc.uri}", background=background,
             cancel=inflight.cancel,
         )  # fmt: skip
@@ -352,7 +352,7 @@ class Completer:
         for i, nxt in enumerate(states):
             if doc.answers.has_state(nxt.prefix, nxt.suffix):
                 continue
-            inflight = self._start(doc, nxt, settings, (*state_key(nxt), self.host.generation, id(settings)), True)
+            inflight = self._start(doc, nxt, settings, (*state_key(nxt), self.host.load_epoch, id(settings)), True)
             rest = states[i + 1 :]
             if rest:
                 inflight.future.add_done_callback(lambda _f: self._prefetch(doc, rest, self.settings(), still))
@@ -410,13 +410,13 @@ class Completer:
         document whose start stays in the prompt (it fits the prefix budget)."""
         settings = self.settings()
         if self.host.ready and settings.enabled and settings.warm_on_open:
-            job = self.host.submit(self._warm, doc, text, self.host.generation, label=f"warm {doc.uri}")
+            job = self.host.submit(self._warm, doc, text, self.host.load_epoch, label=f"warm {doc.uri}")
             job.add_done_callback(_log_failure)
 
-    def _warm(self, doc: DocumentState, text: str, generation: int) -> None:
+    def _warm(self, doc: DocumentState, text: str, epoch: int) -> None:
         engine, loaded = self.host.engine, self.host.loaded
         settings = self.settings()
-        if engine is None or loaded is None or self.host.generation != generation or doc.session.kv.ids:
+        if engine is None or loaded is None or self.host.load_epoch != epoch or doc.session.kv.ids:
             return
         tok = engine.tokenizer
         # the context as the first completion will most likely see it (cursor unknown: the end)
@@ -476,14 +476,14 @@ class Completer:
         doc: DocumentState,
         ctx: CursorContext,
         settings: ServerSettings,
-        generation: int,
+        epoch: int,
         loop: asyncio.AbstractEventLoop,
         docs: Mapping[str, tuple[Any, str]] | None = None,
     ) -> tuple[str | None, GenStats | None]:
         """Runs in the model thread. (None, stats) when cancelled or superseded."""
         t_begin = time.perf_counter()
         engine, loaded = self.host.engine, self.host.loaded
-        if inflight.cancel.is_set() or engine is None or loaded is None or self.host.generation != generation:
+        if inflight.cancel.is_set() or engine is None or loaded is None or self.host.load_epoch != epoch:
             return None, None
         tok = engine.tokenizer
         context = self.document_context(doc, ctx, settings, tok, docs or {})

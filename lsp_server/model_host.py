@@ -72,7 +72,7 @@ class ModelHost:
         self.message = "no model loaded yet"
         self.loaded: Any = None  # fastcoder.models.LoadedModel
         self.engine: Engine | None = None
-        self.generation = 0  # bumped at every successful load
+        self.load_epoch = 0  # bumped at every successful load (work queued before a reload is dropped)
         self.load_s: float | None = None
         self.busy: tuple[str, float] | None = None  # the job running in the model thread
         self._queued = 0
@@ -122,7 +122,7 @@ class ModelHost:
             engine.close()
             return
         self.loaded, self.engine = loaded, engine
-        self.generation += 1
+        self.load_epoch += 1
         self.load_s = time.perf_counter() - t0
         self.state = "ready"
         dtype_name = str(loaded.dtype).removeprefix("torch.")

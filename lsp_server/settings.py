@@ -56,10 +56,12 @@ debounceMs         ``auto``                     wait before running the model fo
 prefetch           true                         when a suggestion is shown and the model is idle,
                                                 compute the one after accepting it (and its first
                                                 line) in the background; any request cancels it
-crossFileContext   true                         put other workspace files in the prompt, before the
+crossFileContext   false                        put other workspace files in the prompt, before the
                                                 document, in the model's repository format (Qwen2.5-
                                                 Coder: <|repo_name|>, <|file_sep|>); see
-                                                lsp_server/context.py. false: the document alone
+                                                lsp_server/context.py. Off by default: with
+                                                qwen2.5-coder-0.5b it lowered exact match and edit
+                                                similarity in `fastcoder bench quality` (README)
 contextSources     ``{"definitions": 384,       token budget per context source (0 or absent: off):
                    "open": 192, "edits": 128}`` definitions: declarations of the names the document
                                                 imports from other workspace files, those used near
@@ -129,7 +131,7 @@ class ServerSettings:
     prompt_layout: str = "anchored"
     debounce_ms: Any = "auto"
     prefetch: bool = True
-    cross_file_context: bool = True
+    cross_file_context: bool = False
     context_sources: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_CONTEXT_SOURCES))
     engine: DecodeConfig = field(default_factory=DecodeConfig)
 

@@ -107,10 +107,13 @@ def workspace(tmp_path, tiny_tokenizer):
     ws.stop(save=False)
 
 
+ON = ServerSettings().merged({"crossFileContext": True})
+
+
 def _context(builder, current, index, root, tok, settings=None, docs=None, ctx=None):
     path = root / "pkg" / "user.py"
     return builder.context_for(
-        current, settings=settings or ServerSettings(), tokenizer=tok, index=index, uri=path.as_uri(),
+        current, settings=settings or ON, tokenizer=tok, index=index, uri=path.as_uri(),
         path=str(path), ctx=ctx or CursorContext(USER_HEAD, USER_TAIL), docs=docs or {},
     )  # fmt: skip
 
@@ -136,7 +139,7 @@ def test_context_holds_the_definitions_used_near_the_cursor(workspace, tmp_path,
     # unchanged: the very same state (its tokens stay in the document's KV cache)
     assert _context(builder, state, index, tmp_path, tiny_tokenizer) is state
     # off
-    assert _context(builder, state, index, tmp_path, tiny_tokenizer, ServerSettings().merged({"crossFileContext": False})) is None
+    assert _context(builder, state, index, tmp_path, tiny_tokenizer, ServerSettings()) is None  # off by default
 
 
 def test_context_is_rebuilt_when_a_definition_changes_on_disk(workspace, tmp_path, tiny_tokenizer):
@@ -203,7 +206,7 @@ def test_each_source_stays_in_its_budget_and_the_whole_in_a_third_of_the_prompt(
     builder = ContextBuilder()
     docs = {(tmp_path / "pkg" / f"big{i}.py").as_uri(): (1, CORE * 4) for i in range(3)}
     for budgets, cap in (({"definitions": 40}, 40), ({"open": 60}, 60), ({"definitions": 400, "open": 400}, 100)):
-        settings = ServerSettings().merged({"contextSources": budgets, "maxPromptTokens": 300})
+        settings = ON.merged({"contextSources": budgets, "maxPromptTokens": 300})
         state = _context(builder, None, index, tmp_path, tiny_tokenizer, settings=settings, docs=docs)
         assert state is not None
         assert state.tokens <= max(cap, 300 // 3) and state.tokens <= 300 // 3
