@@ -34,6 +34,8 @@ export interface FastCoderSettings {
     debounceMs: number | 'auto';
     /** Compute the suggestion after accepting the shown one in the background. */
     prefetch: boolean;
+    /** Put other workspace files (definitions, open documents) in the prompt. */
+    crossFileContext: boolean;
 }
 
 export const DEFAULTS: FastCoderSettings = {
@@ -49,6 +51,7 @@ export const DEFAULTS: FastCoderSettings = {
     promptLayout: 'anchored',
     debounceMs: 'auto',
     prefetch: true,
+    crossFileContext: false,
 };
 
 /** The JSON object sent as `initializationOptions` (camelCase keys, server contract). */
@@ -64,6 +67,7 @@ export interface InitOptions {
     promptLayout: string;
     debounceMs: number | 'auto';
     prefetch: boolean;
+    crossFileContext: boolean;
 }
 
 /** Settings that need a server restart when they change (they decide how it is started). */
@@ -107,6 +111,8 @@ export function normalizeSettings(raw: Partial<Record<keyof FastCoderSettings, u
         promptLayout: pick(raw.promptLayout, LAYOUTS, 'anchored'),
         debounceMs: debounce(raw.debounceMs),
         prefetch: typeof raw.prefetch === 'boolean' ? raw.prefetch : DEFAULTS.prefetch,
+        crossFileContext:
+            typeof raw.crossFileContext === 'boolean' ? raw.crossFileContext : DEFAULTS.crossFileContext,
     };
 }
 
@@ -122,6 +128,7 @@ export function toInitOptions(settings: FastCoderSettings): InitOptions {
         promptLayout: settings.promptLayout,
         debounceMs: settings.debounceMs,
         prefetch: settings.prefetch,
+        crossFileContext: settings.crossFileContext,
     };
     if (settings.timeBudgetMs !== null && settings.timeBudgetMs !== undefined) {
         opts.timeBudgetMs = settings.timeBudgetMs;

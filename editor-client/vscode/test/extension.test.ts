@@ -138,6 +138,7 @@ describe('activate', () => {
             promptLayout: 'anchored',
             debounceMs: 'auto',
             prefetch: true,
+            crossFileContext: false,
         });
         expect(client.clientOptions.documentSelector).toEqual(documentSelector());
         expect(documentSelector()).toContainEqual({ scheme: 'file', language: 'python' });

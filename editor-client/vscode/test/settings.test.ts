@@ -34,6 +34,7 @@ describe('normalizeSettings', () => {
             promptLayout: 'spm',
             debounceMs: -5,
             prefetch: 'no',
+            crossFileContext: 1,
         });
         expect(s).toEqual(DEFAULTS);
     });
@@ -52,6 +53,7 @@ describe('normalizeSettings', () => {
             promptLayout: 'psm',
             debounceMs: 120.5,
             prefetch: false,
+            crossFileContext: true,
         });
         expect(s).toEqual({
             enabled: false,
@@ -66,6 +68,7 @@ describe('normalizeSettings', () => {
             promptLayout: 'psm',
             debounceMs: 120,
             prefetch: false,
+            crossFileContext: true,
         });
     });
 });
@@ -82,6 +85,7 @@ describe('toInitOptions', () => {
             promptLayout: 'anchored',
             debounceMs: 'auto',
             prefetch: true,
+            crossFileContext: false,
         });
     });
 
@@ -137,6 +141,7 @@ describe('readSettings (through the mocked vscode API)', () => {
             promptLayout: 'anchored',
             debounceMs: 'auto',
             prefetch: true,
+            crossFileContext: false,
         });
     });
 
