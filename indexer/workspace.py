@@ -40,7 +40,7 @@ from fastcoder.errors import DatastoreError, FastCoderError
 from indexer.persist import IndexStore, store_dir
 from indexer.repo_store import MERGE_FILES, MERGE_TOKENS, Change, RepoIndex, normalize_key
 from indexer.scan import IGNORE_FILES, MAX_FILE_BYTES, ScannedFile, WorkspaceFilter, read_source
-from indexer.symbols import SymbolTable
+from indexer.symbols import PYTHON_SUFFIXES, SymbolTable
 from indexer.watch import Debouncer, FileWatcher
 
 log = logging.getLogger(__name__)
@@ -219,6 +219,8 @@ class WorkspaceIndex:
 
     def _refresh_symbols(self, keys: Iterable[str]) -> None:
         for key in keys:
+            if not key.endswith(PYTHON_SUFFIXES):
+                continue  # only Python files have symbols: do not read the others again
             text = self._text(key)
             if text is None:
                 self.symbols.remove(key)

@@ -100,6 +100,7 @@ class ContextState:
     considered: frozenset[str]
     """Names imported from the workspace that were weighed when it was built."""
     tokens_by_source: dict[str, int] = field(default_factory=dict)
+    """Tokens of each source's pieces (without the file headers)."""
 
     @property
     def tokens(self) -> int:
@@ -155,18 +156,19 @@ class ContextBuilder:
 
     def __init__(self) -> None:
         self.places = RecentPlaces()
-        self._ids: OrderedDict[str, list[int]] = OrderedDict()  # piece text -> ids (LRU)
+        self._ids: OrderedDict[tuple[int, str], list[int]] = OrderedDict()  # (tokenizer, text) -> ids (LRU)
 
     # ------------------------------------------------------------------ helpers
     def _encode(self, tokenizer: Any, text: str) -> list[int]:
-        ids = self._ids.get(text)
+        key = (id(tokenizer), text)  # a reloaded model may bring another tokenizer
+        ids = self._ids.get(key)
         if ids is None:
             ids = encode(tokenizer, text)
-            self._ids[text] = ids
+            self._ids[key] = ids
             if len(self._ids) > 2048:
                 self._ids.popitem(last=False)
         else:
-            self._ids.move_to_end(text)
+            self._ids.move_to_end(key)
         return ids
 
     @staticmethod
@@ -329,8 +331,8 @@ class ContextBuilder:
             while chosen and len(ids) > total:
                 chosen.pop()
                 ids, text = self._render(tokenizer, chosen, relpath, roots) if chosen else ([], "")
-        by_source = {s: sum(1 for p in chosen if p.source == s) for s in used}
-        return ContextState(key, ids, text, chosen, frozenset(wanted), by_source)
+        kept = {p.source for p in chosen}
+        return ContextState(key, ids, text, chosen, frozenset(wanted), {s: n for s, n in used.items() if s in kept})
 
     def _render(self, tokenizer: Any, pieces: list[Piece], relpath: str, roots: list) -> tuple[list[int], str]:
         """Token ids and text of the pieces grouped by file (sorted by path, then line)."""
