@@ -16,7 +16,7 @@ METHODS = ("ar", "pld", "rest", "fastcoder", "reuse")
 
 LEGACY_WEIGHTS = {
     "alpha": "D_r", "beta": "D_c", "gamma": "D_d", "context_weight": "context", "cache_weight": "cache",
-    "reference_weight": "suffix", "buffers_weight": "buffers",
+    "reference_weight": "reference", "buffers_weight": "buffers",
 }
 """Old config keys of the source weights -> the source's name in ``source_weights``."""
 
@@ -45,7 +45,7 @@ class DecodeConfig:
     """Longest root-to-leaf path in a draft tree."""
     source_weights: dict[str, float] = field(default_factory=dict)
     """Trie weight of each draft source by name (``D_r``, ``D_c``, ``D_d``, ``context``,
-    ``suffix`` (the text after the cursor), ``buffers`` (the other open documents),
+    ``reference`` (the text after the cursor), ``buffers`` (the other open documents),
     ``cache``, and any registered source): overrides the source's own default (1.0 for
     all of these); 0 turns a source off. See :mod:`fastcoder.sources`."""
     weighting: str = "freq"

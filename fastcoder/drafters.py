@@ -124,7 +124,7 @@ class FastCoderDrafter(Drafter):
     """FastCoder (Algorithm 1) plus the sources an editor has, all in one weighted trie.
 
     It iterates one list of :class:`fastcoder.sources.DraftSource`: the registered ones
-    (made for this generation: ``context``, ``suffix``, ``cache``, and any other
+    (made for this generation: ``context``, ``reference``, ``cache``, and any other
     registered source) and the caller's :class:`Sources` (``buffers``, ``D_r`` /
     ``D_c`` / ``D_d``). In-memory sources propose first; unless one of them is
     ``exclusive`` and had a draft, the ``datastore`` sources are then searched together

@@ -74,7 +74,7 @@ PREFETCH_AFTER_S = 0.15
 """A background suggestion starts once the document has been still this long."""
 REFERENCE_TOKENS = 4096
 """Tokens of the reference: the text after the cursor beyond the FIM prompt's suffix,
-given to ``Engine.generate(reference=...)`` (the drafter's ``suffix`` source)."""
+given to ``Engine.generate(reference=...)`` (the drafter's ``reference`` source)."""
 
 
 def _log_failure(fut: "asyncio.Future[Any]") -> None:
@@ -521,7 +521,7 @@ class Completer:
 
         config = settings.decode_config()
         reference = None
-        if config.method == "fastcoder" and config.use_context and weight_of(config, "suffix"):
+        if config.method == "fastcoder" and config.use_context and weight_of(config, "reference"):
             reference = self.reference(doc.uri, ctx, prompt.suffix_end, tok)
         sources = self.draft_sources(doc, docs or {}, tok, config.n_min) if weight_of(config, "buffers") else None
         if sources is None:

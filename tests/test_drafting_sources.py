@@ -49,10 +49,10 @@ def test_learned_weights_move_the_draft_to_the_source_that_gets_accepted():
     assert d.draft(state([1, 5, 6], cfg_fixed, ses), 8).tokens[0] in (70, 80)
     for _ in range(6):  # the model keeps writing what the buffers source drafts
         tree = d.draft(st, 8)
-        assert {"buffers", "suffix"} <= set(d._offered)
+        assert {"buffers", "reference"} <= set(d._offered)
         d.update(st, tree, [], [70, 71, 72])
         st.tokens = [1, 5, 6]  # same place again (the live context grows, irrelevant here)
-    assert ses.weights.factor("buffers") > 2.0 > ses.weights.factor("suffix")
+    assert ses.weights.factor("buffers") > 2.0 > ses.weights.factor("reference")
     tree = d.draft(st, 8)
     assert tree.tokens[0] == 70 and tree.sources[0] in ("buffers", "context")
 

@@ -6,7 +6,7 @@ weighted trie, and a way to propose continuations of the committed tokens
 (:meth:`DraftSource.propose`, a :class:`fastcoder.search.Retrieval`). Two kinds:
 
 - *registered* sources are made by the drafter for every generation from what it has
-  (the config, the session, the reference text): ``context``, ``suffix`` and ``cache``
+  (the config, the session, the reference text): ``context``, ``reference`` and ``cache``
   (:mod:`fastcoder.sources.builtin`). Adding one is one module with a
   :class:`DraftSource` subclass and one ``@register`` on it; every module of this
   package is imported when the registry is first read;

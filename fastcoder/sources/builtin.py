@@ -1,7 +1,7 @@
 """The sources the FastCoder drafter makes itself for every generation.
 
 - ``context``: the live context, prompt + output so far (``use_context``);
-- ``suffix``: the reference text given to the drafter, in the server the code after
+- ``reference``: the reference text given to the drafter, in the server the code after
   the cursor (``use_context`` and a reference);
 - ``cache``: the session's CACHE: verified drafts and the model's own output in this
   document, searched once it holds ``cache_min_sequences`` sequences; with
@@ -41,8 +41,8 @@ class Context(DraftSource):
 
 
 @register
-class Suffix(DraftSource):
-    name = "suffix"
+class Reference(DraftSource):
+    name = "reference"
     order = 20
 
     def __init__(self, reference) -> None:
@@ -50,7 +50,7 @@ class Suffix(DraftSource):
         self.index: NgramIndex | None = None
 
     @classmethod
-    def create(cls, setup: SourceSetup) -> "Suffix | None":
+    def create(cls, setup: SourceSetup) -> "Reference | None":
         return cls(setup.reference) if setup.config.use_context and setup.reference else None
 
     def start(self, st) -> None:
