@@ -32,7 +32,7 @@ from typing import Any, Sequence
 from fastcoder.config import DecodeConfig
 from fastcoder.decode import Generation, StepCallback
 from fastcoder.errors import FastCoderError
-from fastcoder.stops import StopMatcher, StopRule, StopStrings
+from fastcoder.stops import MatcherRule, StopMatcher, StopRule, StopStrings
 from fastcoder.tokens import encode
 
 log = logging.getLogger(__name__)
@@ -160,15 +160,7 @@ def edit_stop_fn(fence: str = "```") -> StopRule:
     line. An answer that starts with a fence line either closes at once (an empty
     block: cut at 0) or re-opens the block with an info string ("```python"): then
     the cut is at that block's closing fence. Fed only the new text (incremental)."""
-    return _EditFence(fence)
-
-
-class _EditFence(StopRule):
-    def __init__(self, fence: str) -> None:
-        self.fence = fence
-
-    def matcher(self) -> StopMatcher:
-        return _EditFenceMatcher(self.fence)
+    return MatcherRule(lambda: _EditFenceMatcher(fence))
 
 
 class _EditFenceMatcher(StopMatcher):

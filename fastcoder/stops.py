@@ -115,7 +115,7 @@ class StopRule:
         return _After(self, n) if n else self
 
 
-class _Fn(StopRule):
+class MatcherRule(StopRule):
     def __init__(self, make: Callable[[], StopMatcher]) -> None:
         self.make = make
 
@@ -246,8 +246,8 @@ def block_end(start_indent: int, *, check_first_line: bool = False, single_line:
     signature), so its first line is judged too; otherwise it continues a line.
     """
     if single_line:
-        return _Fn(_FirstNewline)
-    return _Fn(lambda: _BlockEnd(start_indent, check_first_line))
+        return MatcherRule(_FirstNewline)
+    return MatcherRule(lambda: _BlockEnd(start_indent, check_first_line))
 
 
 class _RunsInto(_LineMatcher):
@@ -267,7 +267,7 @@ def runs_into(next_line: str | None, *, check_first_line: bool) -> StopRule | No
     key = next_line.strip() if next_line is not None else ""
     if not key:
         return None
-    return _Fn(lambda: _RunsInto(key, check_first_line))
+    return MatcherRule(lambda: _RunsInto(key, check_first_line))
 
 
 class _AnyOf(StopRule):
@@ -332,16 +332,11 @@ class _AfterMatcher(StopMatcher):
         return cut + self.n if cut is not None else None
 
 
-class Predicate(StopRule):
+def Predicate(fn: StopFn) -> StopRule:  # noqa: N802 (reads as the rule it makes)
     """A plain predicate ``fn(text) -> cut | None`` on the whole output so far, as a
     rule. It re-reads the whole text at every token: quadratic in the output, for
     ad-hoc callers; the rules above are incremental."""
-
-    def __init__(self, fn: StopFn) -> None:
-        self.fn = fn
-
-    def matcher(self) -> StopMatcher:
-        return _PredicateMatcher(self.fn)
+    return MatcherRule(lambda: _PredicateMatcher(fn))
 
 
 class _PredicateMatcher(StopMatcher):

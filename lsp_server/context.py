@@ -242,8 +242,9 @@ class ContextBuilder:
             d = symbols.resolve(module, imp.name)
             if d is not None and d.key != path:
                 found.setdefault(imp.local, d)
-        before = ctx.prefix.split("\n")[-WINDOW_BEFORE_LINES:]
-        after = ctx.suffix.split("\n")[:WINDOW_AFTER_LINES]
+        # rsplit/split with a cap: only the window's lines, not the whole document's
+        before = ctx.prefix.rsplit("\n", WINDOW_BEFORE_LINES)[-WINDOW_BEFORE_LINES:]
+        after = ctx.suffix.split("\n", WINDOW_AFTER_LINES)[:WINDOW_AFTER_LINES]
         window = "\n".join(before + after)
         cursor = len("\n".join(before))
         distance: dict[str, int] = {}
@@ -272,7 +273,7 @@ class ContextBuilder:
         return out
 
     def _open(self, uri: str, ctx: CursorContext, docs: Mapping[str, tuple[Any, str]], index: Any, roots: list) -> list[Piece]:
-        probe = set(_IDENT.findall("\n".join(ctx.prefix.split("\n")[-SIMILAR_LINES:])))
+        probe = set(_IDENT.findall("\n".join(ctx.prefix.rsplit("\n", SIMILAR_LINES)[-SIMILAR_LINES:])))
         scored = []
         for other, (_, text) in docs.items():
             path = _admitted(other, index)

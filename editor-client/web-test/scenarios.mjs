@@ -166,15 +166,7 @@ for (const t0 = Date.now(); ; ) {
 say('python indentation rules active');
 
 /** The ghost text as shown: the part on the cursor line plus the extra lines below it. */
-const ghost = () =>
-    evaluate(() => {
-        const clean = (s) => (s ?? '').replace(/\u00a0/g, ' ');
-        const root = document.querySelector('.monaco-editor');
-        const inline = [...root.querySelectorAll('.view-lines .ghost-text-decoration, .view-lines .ghost-text-decoration-preview')]
-            .map((e) => clean(e.textContent)).join('');
-        const lines = [...root.querySelectorAll('.suggest-preview-text .view-line')].map((e) => clean(e.textContent));
-        return inline + (lines.length ? '\n' + lines.join('\n') : '');
-    });
+const ghost = () => evaluate(ghostInPage);
 
 /** Start a new line at column 1 below the last one (Enter, then Backspace over the auto-indent). */
 async function newTopLevelLine() {
