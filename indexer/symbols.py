@@ -32,6 +32,8 @@ from pathlib import PurePosixPath
 
 SHORT_BODY_LINES = 6
 """A function body of at most this many lines is shown whole."""
+FIELD_LINES = 4
+"""A class-level assignment of at most this many lines is shown whole."""
 DOC_LINES = 3
 """Docstring lines kept."""
 MAX_METHODS = 24
@@ -123,13 +125,26 @@ def _function_text(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDe
     return "\n".join(out)
 
 
+def _field_text(lines: list[str], node: ast.Assign | ast.AnnAssign) -> str:
+    """A class-level assignment whole when short (``FIELD_LINES``), else its first line
+    with the value elided (``x = (`` alone would not parse)."""
+    end = node.end_lineno or node.lineno
+    if end - node.lineno < FIELD_LINES:
+        return _segment(lines, node.lineno, end).rstrip()
+    first = lines[node.lineno - 1]
+    value = node.value
+    if value is None or value.lineno != node.lineno:
+        return first.rstrip()
+    return first[: value.col_offset].rstrip() + " ..."
+
+
 def _class_text(lines: list[str], node: ast.ClassDef) -> str:
     indent = _body_indent(lines, node)
     out = [_header(lines, node), *_docstring(node, indent)]
     methods: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
     for child in node.body:
         if isinstance(child, (ast.Assign, ast.AnnAssign)):
-            out.append(lines[child.lineno - 1].rstrip())
+            out.append(_field_text(lines, child))
         elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
             methods.append(child)
     methods.sort(key=lambda m: (m.name != "__init__", m.lineno))

@@ -3,6 +3,7 @@ real files, the real workspace index with real watchdog events, the test tokeniz
 
 from __future__ import annotations
 
+import ast
 import time
 from pathlib import Path
 
@@ -58,6 +59,13 @@ def test_definitions_are_declarations():
     assert "size: int = 3" in thing and "def __init__(self, name):" in thing and "def grow(self, n):" in thing
     assert "total += i" not in thing  # methods are signatures only
     assert python_definitions("def broken(:\n", "k", "x.py") is None
+
+
+def test_a_class_shows_its_fields_as_code_that_parses():
+    src = 'class C:\n    __slots__ = (\n        "a",\n        "b",\n        "c",\n        "d",\n    )\n    x: int = (\n        1)\n    def f(self):\n        return 1\n'
+    text = python_definitions(src, "k", "c.py")[0].text
+    assert "__slots__ = ..." in text and "x: int = (\n        1)" in text
+    ast.parse(text)  # a multi-line value cut after its first line would not
 
 
 def test_imports_are_read_from_broken_code():
