@@ -155,7 +155,7 @@ def generate(
             # stop id), then the budget: the best-first prefix of that with the best
             # expected tokens/s (so a 2-token answer left does not pay for a 16-row step)
             tree = tree.limit_depth(config.max_new_tokens - len(out) - 1, stops)
-            tree = budget.trim(tree)
+            tree = budget.trim(tree, len(prompt_ids) + len(out))  # the rows the step attends
             if len(tree) > verifier.max_nodes:  # the largest bucket (best-first: still a tree)
                 tree = tree.truncate(verifier.max_nodes)
             t2 = time.perf_counter()

@@ -196,6 +196,11 @@ def test_cost_curve_measures_whole_steps_per_bucket(tiny_model):
     curve = measure(v, context_len=32, rounds=1)
     assert curve.ks == [0, 3, 7]
     assert all(s > 0 for s in curve.seconds) and curve.seconds == sorted(curve.seconds)
+    # at each attended length the model's positions allow (4,096 here: not 5,000)
+    from fastcoder.budget import measure_lengths
+
+    curve = measure_lengths(v, lengths=(32, 96, 5000), rounds=1)
+    assert curve.context_len == 32 and list(curve.by_length) == [96] and len(curve.by_length[96]) == 3
 
 
 def test_time_split_sums_to_the_decode_time(tiny_model, tiny_tokenizer):

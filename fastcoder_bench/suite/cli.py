@@ -111,7 +111,7 @@ def _summary(report: dict) -> str:
 
 
 def _curve_dict(curve) -> dict:
-    return {"ks": list(curve.ks), "seconds": [float(x) for x in curve.seconds]}
+    return curve.to_json()
 
 
 def _records_for(records: list[dict], tasks) -> list[dict]:
