@@ -214,6 +214,9 @@ class Verifier:
         pin = self.device.type == "cuda"
         self._host_in = torch.zeros(3 * bmax + 1, dtype=torch.long, pin_memory=pin)
         self._dev_in = torch.zeros(3 * bmax + 1, dtype=torch.long, device=self.device)
+        # KV compaction's row indices (src | dst), the same way: pinned host -> device, one copy
+        self._host_mv = torch.zeros(2 * bmax, dtype=torch.long, pin_memory=pin)
+        self._dev_mv = torch.zeros(2 * bmax, dtype=torch.long, device=self.device)
         self._rows = torch.arange(bmax, device=self.device)
         self._neg = torch.finfo(self.dtype).min
         # rows [root] + nodes of the last step; after a prefill, its last position's
@@ -457,10 +460,14 @@ class Verifier:
         src = [past + 1 + i for i in accepted]
         dst = list(range(past + 1, past + 1 + len(accepted)))
         if src != dst:
-            cache.move_rows(
-                torch.tensor(src, dtype=torch.long, device=self.device),
-                torch.tensor(dst, dtype=torch.long, device=self.device),
-            )
+            k = len(src)
+            hm = self._host_mv
+            hm[:k] = torch.tensor(src, dtype=torch.long)
+            hm[k : 2 * k] = torch.tensor(dst, dtype=torch.long)
+            # one non-blocking copy from pinned memory (the next step's result read syncs
+            # the stream before this host buffer is written again)
+            self._dev_mv[: 2 * k].copy_(hm[: 2 * k], non_blocking=True)
+            cache.move_rows(self._dev_mv[:k], self._dev_mv[k : 2 * k])
         kv.ids = kv.ids + [root] + [tree.tokens[i] for i in accepted]
         cache.length = len(kv.ids)
         self.last_split = (t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3)
