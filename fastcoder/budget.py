@@ -24,7 +24,7 @@ import logging
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -34,7 +34,11 @@ from fastcoder.verifier import KVState, Verifier
 
 log = logging.getLogger(__name__)
 
-CURVE_VERSION = 4  # bump when the measurement changes, so old curves are re-measured
+CURVE_VERSION = 5  # bump when the measurement changes, so old curves are re-measured
+LENGTHS = (512, 2048)
+"""Attended lengths (cached rows) the curve is measured at."""
+BUSY = 0.5
+"""Load average per CPU above which a measurement counts as taken under load."""
 
 
 @dataclass
@@ -45,6 +49,38 @@ class CostCurve:
 
     ks: list[int]
     seconds: list[float]
+    context_len: int = 512
+    """The attended length ``seconds`` was measured at."""
+    by_length: dict[int, list[float]] = field(default_factory=dict)
+    """Step times per bucket at other attended lengths (measured)."""
+
+    def at(self, length: int) -> "CostCurve":
+        """The curve for a step attending ``length`` cached rows: per bucket, linear in
+        the length between the two nearest measured lengths (beyond the longest, the
+        last segment's slope, never negative; below the shortest, the shortest)."""
+        table = {self.context_len: self.seconds, **self.by_length}
+        if len(table) < 2:
+            return self
+        lens = sorted(table)
+        if length <= lens[0]:
+            return CostCurve(self.ks, list(table[lens[0]]), lens[0])
+        i = next((i for i in range(1, len(lens)) if length <= lens[i]), len(lens) - 1)
+        lo, hi = lens[i - 1], lens[i]
+        f = (length - lo) / (hi - lo)
+        seconds = [a + (max(0.0, b - a) if f > 1 else b - a) * f for a, b in zip(table[lo], table[hi])]
+        for j in range(1, len(seconds)):  # non-decreasing in k, as measured
+            seconds[j] = max(seconds[j], seconds[j - 1])
+        return CostCurve(self.ks, seconds, length)
+
+    def to_json(self) -> dict:
+        return {"ks": list(self.ks), "seconds": [float(x) for x in self.seconds], "context_len": self.context_len,
+                "by_length": {str(n): [float(x) for x in v] for n, v in sorted(self.by_length.items())}}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: dict) -> "CostCurve":
+        """From :meth:`to_json` (or an older report's ``{"ks", "seconds"}``)."""
+        return cls(list(data["ks"]), [float(x) for x in data["seconds"]], int(data.get("context_len", 512)),
+                   {int(n): [float(x) for x in v] for n, v in (data.get("by_length") or {}).items()})  # fmt: skip
 
     def cost(self, k: int) -> float:
         for kk, s in zip(self.ks, self.seconds):
@@ -99,11 +135,13 @@ class StepBudget:
             return False
         return True
 
-    def trim(self, tree: DraftTree) -> DraftTree:
-        """The best-first prefix of ``tree`` with the best expected tokens per second."""
+    def trim(self, tree: DraftTree, length: int | None = None) -> DraftTree:
+        """The best-first prefix of ``tree`` with the best expected tokens per second, for
+        a step attending ``length`` cached rows (None: the curve as measured)."""
         if self.curve is None or not len(tree):
             return tree
-        tree = tree.truncate(self.curve.best_size(tree.probs, self.calibration))
+        curve = self.curve if length is None else self.curve.at(length)
+        tree = tree.truncate(curve.best_size(tree.probs, self.calibration))
         if len(tree):
             self._backoff = 0
         else:  # no tree paid: draft nothing for the next steps
@@ -146,7 +184,26 @@ def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5) -> Cost
             kv.truncate(base)  # roll back whatever the step kept
     for j in range(1, len(best)):  # non-decreasing: a lucky low sample at a large k must
         best[j] = max(best[j], best[j - 1])  # not make the smaller ks look as cheap
-    return CostCurve(ks, best)
+    return CostCurve(ks, best, context_len)
+
+
+def measure_lengths(verifier: Verifier, lengths: tuple[int, ...] = LENGTHS, rounds: int = 5) -> CostCurve:
+    """:func:`measure` at each of ``lengths`` that the model's positions allow (the
+    first always), as one curve: the first length's, with the others in ``by_length``."""
+    limit = int(getattr(verifier.model.config, "max_position_embeddings", 0) or 0)
+    room = verifier.buckets[-1] + 1
+    usable = [n for n in lengths if not limit or n + room <= limit] or [min(lengths)]
+    curve = measure(verifier, usable[0], rounds)
+    for n in usable[1:]:
+        curve.by_length[n] = measure(verifier, n, rounds).seconds
+    return curve
+
+
+def _loadavg_per_cpu() -> float:
+    try:
+        return os.getloadavg()[0] / max(1, os.cpu_count() or 1)
+    except OSError:  # not available on this platform
+        return 0.0
 
 
 def _cache_file(key: str) -> Path:
@@ -157,19 +214,27 @@ def _cache_file(key: str) -> Path:
 
 
 def load_or_measure(verifier: Verifier, key: str) -> CostCurve:
-    """The cached curve for ``key`` (model|device|dtype), measuring it the first time."""
+    """The cached curve for ``key`` (model|device|dtype|attention|graphs), measuring it
+    the first time, and again when it was measured under load (``BUSY``) and the machine
+    is now quieter (a busy machine's curve makes every step look dearer than it is)."""
     path = _cache_file(key)
+    load_now = _loadavg_per_cpu()
     try:
         data = json.loads(path.read_text())
         if data.get("version") == CURVE_VERSION:
-            return CostCurve(data["ks"], data["seconds"])
+            load_then = float(data.get("load_per_cpu", 0.0))
+            if not (load_then > BUSY and load_now < load_then - 0.25):
+                return CostCurve.from_json(data)
+            log.info("cost curve for %s was measured under load %.2f per CPU (now %.2f): measuring again",
+                     key, load_then, load_now)  # fmt: skip
     except (OSError, ValueError, KeyError):
         pass
     log.info("measuring verification cost curve c(k) for %s", key)
-    curve = measure(verifier)
+    curve = measure_lengths(verifier)
+    load = max(load_now, _loadavg_per_cpu())
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(fd, "w") as fh:
-        json.dump({"ks": curve.ks, "seconds": curve.seconds, "key": key, "version": CURVE_VERSION}, fh)
+        json.dump({**curve.to_json(), "key": key, "version": CURVE_VERSION, "load_per_cpu": load}, fh)
     os.replace(tmp, path)
     return curve

@@ -5,6 +5,7 @@ Read top to bottom::
     first = prefill(prompt)                      # KV prefix reuse via the session
     while not stopped:
         tree  = drafter.draft(tokens)            # may be empty (AR)
+        tree  = what could be committed          # depth <= tokens left, nothing after a stop id
         tree  = trim(tree, cost curve)           # the bucket with the best expected tokens/s
         step  = verifier.step(kv, last, tree)    # one fixed-shape forward, acceptance, KV compaction
         new   = accepted tokens + bonus token
@@ -79,6 +80,7 @@ def generate(
     stats = GenStats(method=drafter.name, prompt_tokens=len(prompt_ids))
     eos = _eos_ids(tokenizer, verifier.model)
     ends = set(stop_ids) - eos
+    stops = frozenset(ends | eos)
     rule = any_of(StopStrings(config.stop_strings) if config.stop_strings else None, as_rule(stop_fn))
     matcher = rule.matcher() if rule is not None else None
     text_so_far = IncrementalDecoder(tokenizer) if matcher is not None else None
@@ -149,10 +151,11 @@ def generate(
             tree = drafter.draft(st, max_nodes) if drafting else DraftTree()
             t1 = time.perf_counter()
             stats.retrieval_s += t1 - t0
-            # 2. budget: trim the best-first tree to the bucket with the best expected tokens/s
-            tree = budget.trim(tree)
-            # never draft past max_new_tokens: deeper nodes could not be committed
-            tree = tree.limit_depth(config.max_new_tokens - len(out) - 1)
+            # 2. what could still be committed (nothing past max_new_tokens, nothing after a
+            # stop id), then the budget: the best-first prefix of that with the best
+            # expected tokens/s (so a 2-token answer left does not pay for a 16-row step)
+            tree = tree.limit_depth(config.max_new_tokens - len(out) - 1, stops)
+            tree = budget.trim(tree, len(prompt_ids) + len(out))  # the rows the step attends
             if len(tree) > verifier.max_nodes:  # the largest bucket (best-first: still a tree)
                 tree = tree.truncate(verifier.max_nodes)
             t2 = time.perf_counter()

@@ -13,8 +13,10 @@ None adds BOS/EOS; each says what becomes of text that spells a special token.
 from __future__ import annotations
 
 import bisect
+import copy
 import functools
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
@@ -84,13 +86,50 @@ class TokenInfo:
         return n
 
 
+_TWINS: dict[int, tuple[Any, Any]] = {}  # id(tokenizer) -> (weakref to it, its plain twin)
+
+
+def plain_twin(tokenizer: Any) -> Any:
+    """The tokenizer ``"plain"`` calls go through: a shallow copy of ``tokenizer`` with a
+    Rust backend of its own, made once per tokenizer (~0.5 s for a 151k vocabulary:
+    :func:`fastcoder.models.load.load_model` makes it at load).
+
+    Why a twin: transformers keeps ``split_special_tokens`` of the last call as the
+    shared backend's ``encode_special_tokens`` and sets it again at every call, so with
+    one backend a ``"parse"`` call on the indexing thread between a ``"plain"`` call's
+    setting and its encoding (model thread) would turn ``<|endoftext|>`` in a document
+    into the special token. Each backend now only ever holds one value. None: the
+    tokenizer has no Rust backend to copy (the call itself is then the only state)."""
+    backend = getattr(tokenizer, "_tokenizer", None)
+    if backend is None or not hasattr(backend, "to_str"):
+        return None
+    key = id(tokenizer)
+    with _LOCK:
+        hit = _TWINS.get(key)
+        if hit is not None and hit[0]() is tokenizer:
+            return hit[1]
+    from tokenizers import Tokenizer
+
+    twin = copy.copy(tokenizer)
+    twin._tokenizer = Tokenizer.from_str(backend.to_str())
+    twin._tokenizer.encode_special_tokens = True
+    with _LOCK:
+        for k in [k for k, (ref, _) in _TWINS.items() if ref() is None]:
+            del _TWINS[k]  # twins of tokenizers gone (a reloaded model)
+        hit = _TWINS.setdefault(key, (weakref.ref(tokenizer), twin))
+        if hit[0]() is not tokenizer:  # an id reused after its tokenizer went away
+            hit = _TWINS[key] = (weakref.ref(tokenizer), twin)
+    return hit[1]
+
+
 def _call(tokenizer: Any, text: Any, special: Special, **kwargs: Any) -> Any:
     """The tokenizer's own call, with no BOS/EOS added and ``special`` applied."""
     if special == "plain":
+        twin = plain_twin(tokenizer) or tokenizer
         try:
-            return tokenizer(text, add_special_tokens=False, split_special_tokens=True, **kwargs)
+            return twin(text, add_special_tokens=False, split_special_tokens=True, **kwargs)
         except TypeError:  # a tokenizer without split_special_tokens
-            return tokenizer(text, add_special_tokens=False, **kwargs)
+            return twin(text, add_special_tokens=False, **kwargs)
     if special != "parse":
         raise ValueError(f"special must be 'parse' or 'plain', not {special!r}")
     return tokenizer(text, add_special_tokens=False, **kwargs)
@@ -112,9 +151,8 @@ def encode_batch(tokenizer: Any, texts: Sequence[str], *, special: Special) -> l
     what :func:`encode` gives. With ``"parse"``, through the Rust
     ``encode_batch_fast`` when the tokenizer has it: it skips the character offsets
     nobody needs here and is about 20% faster. (Not while the Rust tokenizer is left
-    splitting special tokens: transformers keeps ``split_special_tokens`` of the last
-    call as the backend's ``encode_special_tokens``, so after a ``"plain"`` call the
-    fast path would split them too.)"""
+    splitting special tokens by a caller outside this module: ``"plain"`` calls go
+    through :func:`plain_twin` and never touch it.)"""
     if not texts:
         return []
     backend = getattr(tokenizer, "backend_tokenizer", None)

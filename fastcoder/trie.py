@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Collection, Sequence
 
 import numpy as np
 import torch
@@ -54,11 +54,22 @@ class DraftTree:
         """The first k nodes (still a tree: parents come before children)."""
         return DraftTree(self.tokens[:k], self.parents[:k], self.depths[:k], self.sources[:k], self.probs[:k])
 
-    def limit_depth(self, depth: int) -> "DraftTree":
-        """Only the nodes at depth <= ``depth`` (ancestors are shallower, so it stays a tree)."""
-        if not self.tokens or max(self.depths) <= depth:
+    def limit_depth(self, depth: int, stop_ids: Collection[int] = ()) -> "DraftTree":
+        """Only the nodes that could still be committed: at depth <= ``depth`` and not
+        below a node whose token ends the output (``stop_ids``; that node stays:
+        accepting it ends the output). Parents come before children, so one pass keeps
+        a tree, in the same (best-first) order."""
+        if not self.tokens or (max(self.depths) <= depth and not any(t in stop_ids for t in self.tokens)):
             return self
-        keep = [i for i, d in enumerate(self.depths) if d <= depth]
+        dead = [False] * len(self)
+        keep = []
+        for i, (p, d) in enumerate(zip(self.parents, self.depths)):
+            if d > depth or (p >= 0 and (dead[p] or self.tokens[p] in stop_ids)):
+                dead[i] = True
+            else:
+                keep.append(i)
+        if len(keep) == len(self):
+            return self
         new_index = {old: new for new, old in enumerate(keep)}
         return DraftTree(
             [self.tokens[i] for i in keep],

@@ -24,7 +24,9 @@ in place and prefills only the delta.
 
 On CUDA each bucket's step (device-side preparation + forward + argmax) is captured
 once per cache as a CUDA graph and replayed; capture never changes the output (the
-same kernels run). On the CPU the same code runs eagerly (``compile="inductor"``
+same kernels run). A bucket whose capture fails runs eagerly from then on, the others
+keep their graphs, and :meth:`Verifier.graph_status` says which (the server's
+``fastcoder.stats`` and the benchmark reports carry it). On the CPU the same code runs eagerly (``compile="inductor"``
 runs it through ``torch.compile`` instead; a test checks its logits against eager).
 The prefill stays eager. The model is called through its public forward only: a 4D
 additive float mask and explicit position ids (transformers 5.x returns a 4D mask
@@ -199,6 +201,8 @@ class Verifier:
         if self.buckets[0] != 1:
             raise ValueError("the smallest bucket must be 1 (AR)")
         self.use_graphs = (self.device.type == "cuda") if graphs is None else bool(graphs)
+        self.graph_captured: set[int] = set()
+        self.graph_failures: dict[int, str] = {}  # bucket -> why its capture failed (it runs eagerly)
         if self.use_graphs and self.device.type != "cuda":
             raise ValueError("CUDA graphs need a CUDA device")
         self.compile = compile
@@ -210,6 +214,9 @@ class Verifier:
         pin = self.device.type == "cuda"
         self._host_in = torch.zeros(3 * bmax + 1, dtype=torch.long, pin_memory=pin)
         self._dev_in = torch.zeros(3 * bmax + 1, dtype=torch.long, device=self.device)
+        # KV compaction's row indices (src | dst), the same way: pinned host -> device, one copy
+        self._host_mv = torch.zeros(2 * bmax, dtype=torch.long, pin_memory=pin)
+        self._dev_mv = torch.zeros(2 * bmax, dtype=torch.long, device=self.device)
         self._rows = torch.arange(bmax, device=self.device)
         self._neg = torch.finfo(self.dtype).min
         # rows [root] + nodes of the last step; after a prefill, its last position's
@@ -363,12 +370,12 @@ class Verifier:
         return logits, torch.argmax(logits, dim=-1)
 
     def _run_step(self, cache: StaticKV, b: int, past_len: int):
-        if self.use_graphs:
+        if self.use_graphs and b not in self.graph_failures:
             return self._graph_step(cache, b)
-        if self.compile:
-            if self._compiled is None:
+        if self.compile or self.use_graphs:  # a bucket whose capture failed runs the same fixed shapes eagerly
+            if self.compile and self._compiled is None:
                 self._compiled = torch.compile(self._forward, backend=self.compile, dynamic=False)
-            return self._compiled(cache, b, True, 0)
+            return (self._compiled or self._forward)(cache, b, True, 0)
         return self._forward(cache, b, False, past_len)
 
     def _graph_step(self, cache: StaticKV, b: int):
@@ -385,12 +392,21 @@ class Verifier:
                 with torch.cuda.graph(graph):
                     out = self._forward(cache, b, True, 0)
                 entry = cache.graphs[b] = (graph, out)
-            except Exception as exc:  # capture must never cost correctness: run eagerly
-                log.warning("CUDA graph capture of bucket %d failed (%s); running eagerly", b, exc)
-                self.use_graphs = False
+                self.graph_captured.add(b)
+            except Exception as exc:  # capture must never cost correctness: this bucket runs eagerly
+                self.graph_failures[b] = f"{type(exc).__name__}: {exc}"
+                log.warning("CUDA graph capture of bucket %d failed (%s); that bucket runs eagerly from now on", b, exc)
                 return self._forward(cache, b, True, 0)
         entry[0].replay()
         return entry[1]
+
+    def graph_status(self) -> dict:
+        """What the steps run as: ``mode`` (``cuda-graphs`` or ``eager``), the buckets
+        captured so far, and each bucket whose capture failed with its error (it runs
+        eagerly; the others keep their graphs). Reported by the server's
+        ``fastcoder.stats`` and the benchmark reports."""
+        return {"mode": "cuda-graphs" if self.use_graphs else "eager", "captured": sorted(self.graph_captured),
+                "failed": {str(b): e for b, e in sorted(self.graph_failures.items())}}  # fmt: skip
 
     def step(self, kv: KVState, root: int, tree: DraftTree) -> StepResult:
         """Verify ``tree`` below ``root`` (the last committed token, not yet in kv)."""
@@ -444,10 +460,14 @@ class Verifier:
         src = [past + 1 + i for i in accepted]
         dst = list(range(past + 1, past + 1 + len(accepted)))
         if src != dst:
-            cache.move_rows(
-                torch.tensor(src, dtype=torch.long, device=self.device),
-                torch.tensor(dst, dtype=torch.long, device=self.device),
-            )
+            k = len(src)
+            hm = self._host_mv
+            hm[:k] = torch.tensor(src, dtype=torch.long)
+            hm[k : 2 * k] = torch.tensor(dst, dtype=torch.long)
+            # one non-blocking copy from pinned memory (the next step's result read syncs
+            # the stream before this host buffer is written again)
+            self._dev_mv[: 2 * k].copy_(hm[: 2 * k], non_blocking=True)
+            cache.move_rows(self._dev_mv[:k], self._dev_mv[k : 2 * k])
         kv.ids = kv.ids + [root] + [tree.tokens[i] for i in accepted]
         cache.length = len(kv.ids)
         self.last_split = (t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3)

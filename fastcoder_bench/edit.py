@@ -286,7 +286,7 @@ def _run(args: argparse.Namespace, ap: argparse.ArgumentParser) -> dict:
 
         data = json.loads(args.report.read_text())
         results, methods = data["results"], data["methods"]
-        curve = CostCurve(data["curve"]["ks"], data["curve"]["seconds"])
+        curve = CostCurve.from_json(data["curve"])
         for i, row in enumerate(results):
             print_task(row, i, len(results))
         print_report(results, methods, curve)
@@ -378,7 +378,7 @@ def _run(args: argparse.Namespace, ap: argparse.ArgumentParser) -> dict:
     else:
         summary_edited = summary
     payload = {"results": results, "summary": summary, "summary_edited": summary_edited, "methods": methods,
-               "curve": {"ks": list(curve.ks), "seconds": list(curve.seconds)}, "model": args.model, "dtype": args.dtype}
+               "curve": curve.to_json(), "model": args.model, "dtype": args.dtype}
     if args.json is not None:
         args.json.write_text(json.dumps(payload, indent=1, default=str))
     engine.close()

@@ -382,7 +382,7 @@ def _replay(args: argparse.Namespace) -> dict:
                        "retrieval_ms_per_search": 1000 * row["retr_s"] / max(1, row["searches"]),
                        "accepted_by_source": per_source.get(nm, {})}
     results = {"replay": True, "tasks": len(tasks), "max_new_tokens": n, "summary": summary,
-               "cost_curve": {"ks": list(curve.ks), "seconds": list(curve.seconds)},
+               "cost_curve": curve.to_json(),
                "commons": {k: v.n_tokens for k, v in commons.items()},
                "dd_tokens": {k: v.n_tokens for k, v in dds.items()}}
     lines = ["| variant | mean accepted length | est. speedup vs AR (cost curve) | accepted tokens by source |", "|---|---|---|---|"]

@@ -15,7 +15,8 @@ What a definition's text is (the declaration a reader needs to call it, short):
 * a class: its header, docstring summary, class-level fields (dataclass fields,
   constants) and the signature of each method (``__init__`` first), each followed by
   ``...``;
-* a top-level assignment: its first line.
+* a top-level assignment: whole when short (``FIELD_LINES``), else its first line
+  with the value elided (``x = ...``), as class fields.
 
 Only Python is parsed (``ast``; a file with a syntax error keeps its last good
 parse). Imports are read with regular expressions instead, because the document
@@ -177,11 +178,11 @@ def python_definitions(text: str, key: str = "", relpath: str = "") -> list[Defi
             out.append(Definition(node.name, key, relpath, "class", node.lineno, _cut(_class_text(lines, node))))
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            first = lines[node.lineno - 1].rstrip()
+            text = _field_text(lines, node)
             alias = node.value.id if isinstance(node.value, ast.Name) else ""
             for t in targets:
                 if isinstance(t, ast.Name):
-                    out.append(Definition(t.id, key, relpath, "variable", node.lineno, _cut(first), alias))
+                    out.append(Definition(t.id, key, relpath, "variable", node.lineno, _cut(text), alias))
     return out
 
 

@@ -199,6 +199,9 @@ class ModelHost:
                 fim=self.loaded.fim is not None,
                 loadSeconds=self.load_s,
             )
+        engine = self.engine
+        if engine is not None:
+            out["steps"] = engine.verifier.graph_status()  # CUDA graphs or eager, failed captures
         return out
 
     def close(self) -> None:

@@ -32,3 +32,38 @@ def test_session_carries_the_calibration_and_reset_forgets_it() -> None:
     assert StepBudget(CURVE, calibration=session.calibration).calibration == 0.05
     session.reset()
     assert session.calibration is None
+
+
+def test_the_curve_follows_the_attended_length_and_round_trips() -> None:
+    from fastcoder.budget import CostCurve
+
+    c = CostCurve([0, 3, 15], [0.10, 0.11, 0.15], 512, {2048: [0.12, 0.15, 0.31]})
+    assert c.at(100).seconds == [0.10, 0.11, 0.15]  # below the shortest: the shortest
+    mid = c.at(1280).seconds  # halfway
+    assert [round(x, 3) for x in mid] == [0.11, 0.13, 0.23]
+    far = c.at(3584).seconds  # beyond: the last segment's slope
+    assert [round(x, 3) for x in far] == [0.14, 0.19, 0.47]
+    assert CostCurve.from_json(c.to_json()) == c
+    assert CostCurve.from_json({"ks": [0, 3], "seconds": [0.1, 0.2]}).at(4096).seconds == [0.1, 0.2]  # old reports
+    # the budget reads the curve at the step's length: 15 nodes pay at 512 rows (5.8
+    # expected tokens in 0.15 s against 3.4 in 0.11 s) but not at 3,584 rows (0.47 s)
+    probs = [0.9, 0.8, 0.7] + [0.2] * 12
+    assert c.best_size(probs, 1.0) == 15 and c.at(3584).best_size(probs, 1.0) == 3
+
+
+def test_a_curve_measured_under_load_is_measured_again_when_quieter(tmp_path, monkeypatch) -> None:
+    import json
+
+    import fastcoder.budget as budget
+
+    monkeypatch.setattr(budget, "_cache_file", lambda key: tmp_path / "c.json")
+    measured = []
+    monkeypatch.setattr(budget, "measure_lengths", lambda v: measured.append(1) or budget.CostCurve([0, 3], [0.1, 0.2]))
+    loads = iter([3.0, 3.0, 2.9, 0.2, 0.2])  # per CPU: busy, busy (same), quiet
+    monkeypatch.setattr(budget, "_loadavg_per_cpu", lambda: next(loads))
+    budget.load_or_measure(None, "k")
+    assert len(measured) == 1 and json.loads((tmp_path / "c.json").read_text())["load_per_cpu"] == 3.0
+    budget.load_or_measure(None, "k")  # still busy: the cached curve
+    assert len(measured) == 1
+    budget.load_or_measure(None, "k")  # quieter now: measured again, and recorded as quiet
+    assert len(measured) == 2 and json.loads((tmp_path / "c.json").read_text())["load_per_cpu"] == 0.2

@@ -66,6 +66,8 @@ def test_a_class_shows_its_fields_as_code_that_parses():
     text = python_definitions(src, "k", "c.py")[0].text
     assert "__slots__ = ..." in text and "x: int = (\n        1)" in text
     ast.parse(text)  # a multi-line value cut after its first line would not
+    top = {d.name: d.text for d in python_definitions("x = st.recursive(\n    a,\n    b,\n    c,\n    d,\n)\ny = f(\n    1)\n", "k", "m.py")}
+    assert top == {"x": "x = ...", "y": "y = f(\n    1)"}
 
 
 def test_imports_are_read_from_broken_code():

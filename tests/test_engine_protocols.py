@@ -150,6 +150,34 @@ def test_simulate_replay_counts_the_loops_steps(engine):
 # --------------------------------------------------------------------------------------
 
 
+def test_drafts_hold_only_what_could_be_committed(engine):
+    # a drafter that proposes 12 tokens with a stop id third: nothing after the stop id
+    # and nothing past max_new_tokens reaches the verifier (a 2-token answer left must
+    # not pay for a 16-row step)
+    stop = engine.tokenizer.convert_tokens_to_ids("<|fim_suffix|>")
+
+    class Chain(Drafter):
+        name = "chain"
+        drafts = True
+        adaptive_budget = False
+
+        def draft(self, st, max_nodes):
+            return DraftTree.chain([11, 12, stop] + list(range(20, 29)), "chain")
+
+    from fastcoder.trie import DraftTree
+
+    prompt = prompt_of(engine.tokenizer, PROMPT)
+    for max_new, most in ((30, 3), (3, 1)):
+        cfg = DecodeConfig(method="ar", max_new_tokens=max_new, max_draft_tokens=16)
+        gen = generate(engine.verifier, engine.tokenizer, Chain(), prompt, cfg, stop_ids={stop})
+        assert gen.tokens == engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=max_new), stop_ids={stop}).tokens
+        assert gen.stats.draft_sizes and max(gen.stats.draft_sizes) <= most
+    tree = DraftTree([1, 2, 3, 4, 5], [-1, 0, 1, -1, 3], [1, 2, 3, 1, 2], ["s"] * 5, [0.9] * 5)
+    cut = tree.limit_depth(5, {2})
+    assert cut.tokens == [1, 2, 4, 5] and cut.parents == [-1, 0, -1, 2]
+    assert tree.limit_depth(1).tokens == [1, 4] and tree.limit_depth(5) is tree
+
+
 def test_stop_ids_end_the_output_before_them(engine):
     prompt = prompt_of(engine.tokenizer, PROMPT)
     ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=30))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from fastcoder.tokens import encode, encode_batch, encode_with_offsets
@@ -38,6 +40,31 @@ def test_parse_after_plain_still_parses(tiny_tokenizer):
     want = tiny_tokenizer(text, add_special_tokens=False)["input_ids"]
     encode(tiny_tokenizer, text[0], special="plain")
     assert [a.tolist() for a in encode_batch(tiny_tokenizer, text, special="parse")] == want
+
+
+def test_plain_never_changes_the_shared_tokenizer_and_threads_do_not_mix_modes(tiny_tokenizer):
+    # the model thread encodes documents ("plain") while the index thread encodes files
+    # ("parse") with the same tokenizer object: a per-call flag on the shared backend
+    # could let one thread's setting reach the other's encoding
+    backend = tiny_tokenizer.backend_tokenizer
+    text = "x = '<|endoftext|>' + y"
+    want_parse = tiny_tokenizer(text, add_special_tokens=False)["input_ids"]
+    want_plain = encode(tiny_tokenizer, text, special="plain")
+    assert want_plain != want_parse
+    assert backend.encode_special_tokens is False  # the plain call went through the twin
+    bad: list[str] = []
+
+    def hammer(special: str, want: list[int]) -> None:
+        for _ in range(300):
+            if encode(tiny_tokenizer, text, special=special) != want:
+                bad.append(special)
+
+    threads = [threading.Thread(target=hammer, args=a) for a in (("plain", want_plain), ("parse", want_parse))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
 
 
 def test_batched_respects_budget():

@@ -196,6 +196,11 @@ def test_cost_curve_measures_whole_steps_per_bucket(tiny_model):
     curve = measure(v, context_len=32, rounds=1)
     assert curve.ks == [0, 3, 7]
     assert all(s > 0 for s in curve.seconds) and curve.seconds == sorted(curve.seconds)
+    # at each attended length the model's positions allow (4,096 here: not 5,000)
+    from fastcoder.budget import measure_lengths
+
+    curve = measure_lengths(v, lengths=(32, 96, 5000), rounds=1)
+    assert curve.context_len == 32 and list(curve.by_length) == [96] and len(curve.by_length[96]) == 3
 
 
 def test_time_split_sums_to_the_decode_time(tiny_model, tiny_tokenizer):
@@ -207,3 +212,41 @@ def test_time_split_sums_to_the_decode_time(tiny_model, tiny_tokenizer):
     assert abs(parts - s.decode_s) < 1e-9 and s.forward_s > 0 and s.other_s >= 0
     assert sum(n for n, _ in s.step_by_bucket.values()) == s.forward_steps
     assert set(s.step_by_bucket) <= set(BUCKETS)
+
+
+def _chain_steps(v: Verifier, prompt: list[int], buckets) -> list[tuple[list[int], int]]:
+    out = []
+    for b in buckets:
+        kv = KVState()
+        v.prefill(kv, prompt, reserve=b + 1)
+        step = v.step(kv, prompt[-1], DraftTree.chain(prompt[1:b], "probe"))
+        out.append((list(step.accepted), int(step.bonus)))
+    return out
+
+
+def test_a_failed_graph_capture_falls_back_for_that_bucket_only(tiny_model):
+    # on the CPU a capture really fails (no CUDA stream): every bucket used runs eagerly,
+    # is reported with its error, and the steps are the eager verifier's
+    prompt = list(range(40, 90))
+    buckets = (1, 4, 8, 16)
+    eager = Verifier(tiny_model, buckets=buckets)
+    forced = Verifier(tiny_model, buckets=buckets)
+    forced.use_graphs = True  # as on CUDA
+    assert _chain_steps(forced, prompt, buckets) == _chain_steps(eager, prompt, buckets)
+    status = forced.graph_status()
+    assert status["captured"] == [] and set(status["failed"]) == {str(b) for b in buckets}
+    assert forced.use_graphs  # one bucket's failure does not turn graphs off for the others
+    assert eager.graph_status() == {"mode": "eager", "captured": [], "failed": {}}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
+def test_every_bucket_replays_a_captured_graph_equal_to_the_eager_step(tiny_model):
+    import copy
+
+    model = copy.deepcopy(tiny_model).to("cuda")
+    prompt = list(range(40, 90))
+    graphs = Verifier(model)
+    eager = Verifier(model, graphs=False)
+    assert graphs.use_graphs
+    assert _chain_steps(graphs, prompt, graphs.buckets) == _chain_steps(eager, prompt, eager.buckets)
+    assert graphs.graph_status()["captured"] == list(graphs.buckets) and not graphs.graph_failures

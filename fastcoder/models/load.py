@@ -187,6 +187,9 @@ def load_model(
     except (OSError, ValueError, KeyError) as exc:
         raise ModelError(f"could not load the model in {path}: {exc}") from exc
     model = model.to(dev).eval()
+    from fastcoder.tokens import plain_twin
+
+    plain_twin(tokenizer)  # made now, not in the first completion (see fastcoder.tokens)
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,

@@ -111,7 +111,7 @@ def _summary(report: dict) -> str:
 
 
 def _curve_dict(curve) -> dict:
-    return {"ks": list(curve.ks), "seconds": [float(x) for x in curve.seconds]}
+    return curve.to_json()
 
 
 def _records_for(records: list[dict], tasks) -> list[dict]:
@@ -205,11 +205,14 @@ def run(args: argparse.Namespace) -> int:
             engine.cost_curve()  # the cached curve (measured and cached on first use)
             harness.warm_up(pending[0][1])
         machine["cost_curve"] = _curve_dict(engine.cost_curve())
+        machine["steps"] = engine.verifier.graph_status()
         log.info("warm-up and cost curve: %.1f s", time.perf_counter() - t0)
         interrupted = _loop(harness, pending, len(tasks), out, append_result, quiet=args.quiet)
     else:
         machine.update(info.get("machine", {}))
     machine["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else []
+    if pending:
+        machine["steps"] = engine.verifier.graph_status()  # after the run: every bucket it used
     machine["torch_threads_interop"] = torch.get_num_interop_threads()
     info["machine"] = machine
     info["dtype"] = dtype

@@ -311,10 +311,16 @@ def to_markdown(report: dict[str, Any], plots: Sequence[str] = ()) -> str:
     ]
     if mach.get("cost_curve"):
         cc = mach["cost_curve"]
-        lines.append(
-            "- verification cost curve c(k) used by the adaptive draft budget (ms): "
-            + ", ".join(f"k={k}: {1000 * s:.0f}" for k, s in zip(cc["ks"], cc["seconds"]))
-        )
+        for n, seconds in {cc.get("context_len", 512): cc["seconds"], **(cc.get("by_length") or {})}.items():
+            lines.append(
+                f"- verification cost curve c(k) used by the adaptive draft budget, {n} cached rows (ms): "
+                + ", ".join(f"k={k}: {1000 * s:.0f}" for k, s in zip(cc["ks"], seconds))
+            )
+    if mach.get("steps"):
+        st = mach["steps"]
+        failed = "; ".join(f"bucket {b}: {e}" for b, e in st.get("failed", {}).items())
+        lines.append(f"- steps ran as {st.get('mode')}" + (f", buckets captured {st.get('captured')}" if st.get("captured") else "")
+                     + (f"; **capture failed** (those buckets ran eagerly): {failed}" if failed else ""))  # fmt: skip
     if spec.get("cost_curve") == "measure":
         lines.append("- the curve was measured afresh after the warm-up for this run (`--cost-curve measure`)")
     lines += [

@@ -145,13 +145,14 @@ def remeasure_cost_curve(engine: Any) -> Any:
     """Measure c(k) now (after the warm-up, under this run's conditions, with the
     engine's own method) and make the engine use it for this run instead of the curve
     it cached on disk earlier."""
-    from fastcoder.budget import measure
+    from fastcoder.budget import measure_lengths
 
-    curve = measure(engine.verifier)
+    curve = measure_lengths(engine.verifier)
     # no public setter on Engine yet: Engine.cost_curve() returns _curve once set
     with engine._curve_lock:
         engine._curve = curve
-    log.info("cost curve c(k) ms: %s", ", ".join(f"{k}:{1000 * s:.0f}" for k, s in zip(curve.ks, curve.seconds)))
+    for n, seconds in {curve.context_len: curve.seconds, **curve.by_length}.items():
+        log.info("cost curve c(k) at %d cached rows, ms: %s", n, ", ".join(f"{k}:{1000 * s:.0f}" for k, s in zip(curve.ks, seconds)))
     return curve
 
 

@@ -165,7 +165,7 @@ def simulate_dir(out: Path, budgets: Sequence[int | None] = (None, 8, 16, 32, 64
 
         dc = load_common(spec["common"], fingerprint=fp)
     cc = info.get("machine", {}).get("cost_curve")
-    curve = CostCurve(cc["ks"], cc["seconds"]) if cc else None
+    curve = CostCurve.from_json(cc) if cc else None
     corpora: dict[str, RepoCorpus] = {}
     drs: dict[str, Any] = {}
 
