@@ -37,8 +37,9 @@ log = logging.getLogger(__name__)
 CURVE_VERSION = 5  # bump when the measurement changes, so old curves are re-measured
 LENGTHS = (512, 2048)
 """Attended lengths (cached rows) the curve is measured at."""
-BUSY = 0.5
-"""Load average per CPU above which a measurement counts as taken under load."""
+CONTENDED = 0.7
+"""A measurement counts as taken under load when the process got less than this share of
+its threads' wall time on the CPU (other processes took the rest)."""
 
 
 @dataclass
@@ -206,6 +207,20 @@ def _loadavg_per_cpu() -> float:
         return 0.0
 
 
+def _measure_recorded(verifier: Verifier) -> tuple[CostCurve, dict]:
+    """:func:`measure_lengths`, and how contended the CPU was meanwhile: the share of
+    the torch threads' wall time this process spent on the CPU (1.0 on a quiet machine;
+    not judged on CUDA, where the host mostly waits for the device)."""
+    load = _loadavg_per_cpu()
+    wall, cpu = time.perf_counter(), time.process_time()
+    curve = measure_lengths(verifier)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    share = 1.0
+    if getattr(getattr(verifier, "device", None), "type", "cpu") == "cpu" and wall > 0:
+        share = min(1.0, cpu / (wall * max(1, torch.get_num_threads())))
+    return curve, {"load_per_cpu": round(load, 2), "cpu_share": round(share, 2)}
+
+
 def _cache_file(key: str) -> Path:
     from fastcoder.models import cache_root
 
@@ -215,26 +230,25 @@ def _cache_file(key: str) -> Path:
 
 def load_or_measure(verifier: Verifier, key: str) -> CostCurve:
     """The cached curve for ``key`` (model|device|dtype|attention|graphs), measuring it
-    the first time, and again when it was measured under load (``BUSY``) and the machine
-    is now quieter (a busy machine's curve makes every step look dearer than it is)."""
+    the first time, and again when it was measured under load (the process got less
+    than ``CONTENDED`` of its CPU time) and the load average is now lower by at least
+    0.25 per CPU than it was then (a contended curve makes every step look dearer)."""
     path = _cache_file(key)
-    load_now = _loadavg_per_cpu()
     try:
         data = json.loads(path.read_text())
         if data.get("version") == CURVE_VERSION:
-            load_then = float(data.get("load_per_cpu", 0.0))
-            if not (load_then > BUSY and load_now < load_then - 0.25):
+            contended = float(data.get("cpu_share", 1.0)) < CONTENDED
+            if not (contended and _loadavg_per_cpu() < float(data.get("load_per_cpu", 0.0)) - 0.25):
                 return CostCurve.from_json(data)
-            log.info("cost curve for %s was measured under load %.2f per CPU (now %.2f): measuring again",
-                     key, load_then, load_now)  # fmt: skip
+            log.info("cost curve for %s was measured under load (CPU share %.2f, load %.2f per CPU): measuring again",
+                     key, data.get("cpu_share"), data.get("load_per_cpu"))  # fmt: skip
     except (OSError, ValueError, KeyError):
         pass
     log.info("measuring verification cost curve c(k) for %s", key)
-    curve = measure_lengths(verifier)
-    load = max(load_now, _loadavg_per_cpu())
+    curve, conditions = _measure_recorded(verifier)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(fd, "w") as fh:
-        json.dump({**curve.to_json(), "key": key, "version": CURVE_VERSION, "load_per_cpu": load}, fh)
+        json.dump({**curve.to_json(), "key": key, "version": CURVE_VERSION, **conditions}, fh)
     os.replace(tmp, path)
     return curve

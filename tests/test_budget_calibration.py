@@ -57,13 +57,31 @@ def test_a_curve_measured_under_load_is_measured_again_when_quieter(tmp_path, mo
     import fastcoder.budget as budget
 
     monkeypatch.setattr(budget, "_cache_file", lambda key: tmp_path / "c.json")
+    runs = iter([{"load_per_cpu": 3.0, "cpu_share": 0.4}, {"load_per_cpu": 0.2, "cpu_share": 0.97}])
     measured = []
-    monkeypatch.setattr(budget, "measure_lengths", lambda v: measured.append(1) or budget.CostCurve([0, 3], [0.1, 0.2]))
-    loads = iter([3.0, 3.0, 2.9, 0.2, 0.2])  # per CPU: busy, busy (same), quiet
+
+    def fake_measure(v):
+        measured.append(1)
+        return budget.CostCurve([0, 3], [0.1, 0.2]), next(runs)
+
+    monkeypatch.setattr(budget, "_measure_recorded", fake_measure)
+    loads = iter([2.9, 0.3, 0.1])  # the load average when each later load looks at the cache
     monkeypatch.setattr(budget, "_loadavg_per_cpu", lambda: next(loads))
-    budget.load_or_measure(None, "k")
-    assert len(measured) == 1 and json.loads((tmp_path / "c.json").read_text())["load_per_cpu"] == 3.0
-    budget.load_or_measure(None, "k")  # still busy: the cached curve
+    budget.load_or_measure(None, "k")  # measured while others took 60% of the CPU
+    assert len(measured) == 1 and json.loads((tmp_path / "c.json").read_text())["cpu_share"] == 0.4
+    budget.load_or_measure(None, "k")  # still as busy: the cached curve
     assert len(measured) == 1
-    budget.load_or_measure(None, "k")  # quieter now: measured again, and recorded as quiet
-    assert len(measured) == 2 and json.loads((tmp_path / "c.json").read_text())["load_per_cpu"] == 0.2
+    budget.load_or_measure(None, "k")  # quieter now: measured again, and recorded as uncontended
+    assert len(measured) == 2 and json.loads((tmp_path / "c.json").read_text())["cpu_share"] == 0.97
+    budget.load_or_measure(None, "k")  # an uncontended curve is kept whatever the load
+    assert len(measured) == 2
+
+
+def test_measuring_records_how_contended_the_cpu_was(tiny_model) -> None:
+    import fastcoder.budget as budget
+    from fastcoder.verifier import Verifier
+
+    v = Verifier(tiny_model, buckets=(1, 4))
+    curve, conditions = budget._measure_recorded(v)
+    assert 0.0 < conditions["cpu_share"] <= 1.0 and conditions["load_per_cpu"] >= 0.0
+    assert curve.ks == [0, 3] and 2048 in curve.by_length
