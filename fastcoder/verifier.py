@@ -26,8 +26,9 @@ On CUDA each bucket's step (device-side preparation + forward + argmax) is captu
 once per cache as a CUDA graph and replayed; capture never changes the output (the
 same kernels run). A bucket whose capture fails runs eagerly from then on, the others
 keep their graphs, and :meth:`Verifier.graph_status` says which (the server's
-``fastcoder.stats`` and the benchmark reports carry it). On the CPU the same code runs eagerly (``compile="inductor"``
-runs it through ``torch.compile`` instead; a test checks its logits against eager).
+``fastcoder.stats`` and the benchmark reports carry it). On the CPU the same code runs
+eagerly (``compile="inductor"`` runs it through ``torch.compile`` instead; a test
+checks its logits against eager).
 The prefill stays eager. The model is called through its public forward only: a 4D
 additive float mask and explicit position ids (transformers 5.x returns a 4D mask
 as-is; a boolean mask gave wrong logits under eager attention, max |Δlogit| 7.24 in
