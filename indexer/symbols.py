@@ -34,7 +34,7 @@ from pathlib import PurePosixPath
 SHORT_BODY_LINES = 6
 """A function body of at most this many lines is shown whole."""
 FIELD_LINES = 4
-"""A class-level assignment of at most this many lines is shown whole."""
+"""An assignment (class-level or top-level) of at most this many lines is shown whole."""
 DOC_LINES = 3
 """Docstring lines kept."""
 MAX_METHODS = 24
@@ -127,8 +127,8 @@ def _function_text(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDe
 
 
 def _field_text(lines: list[str], node: ast.Assign | ast.AnnAssign) -> str:
-    """A class-level assignment whole when short (``FIELD_LINES``), else its first line
-    with the value elided (``x = (`` alone would not parse)."""
+    """An assignment whole when short (``FIELD_LINES``), else its first line with the
+    value elided (``x = (`` alone would not parse)."""
     end = node.end_lineno or node.lineno
     if end - node.lineno < FIELD_LINES:
         return _segment(lines, node.lineno, end).rstrip()
@@ -136,7 +136,8 @@ def _field_text(lines: list[str], node: ast.Assign | ast.AnnAssign) -> str:
     value = node.value
     if value is None or value.lineno != node.lineno:
         return first.rstrip()
-    return first[: value.col_offset].rstrip() + " ..."
+    head = first.encode("utf-8")[: value.col_offset].decode("utf-8", "replace")  # col_offset counts UTF-8 bytes
+    return head.rstrip() + " ..."
 
 
 def _class_text(lines: list[str], node: ast.ClassDef) -> str:

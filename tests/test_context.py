@@ -68,6 +68,7 @@ def test_a_class_shows_its_fields_as_code_that_parses():
     ast.parse(text)  # a multi-line value cut after its first line would not
     top = {d.name: d.text for d in python_definitions("x = st.recursive(\n    a,\n    b,\n    c,\n    d,\n)\ny = f(\n    1)\n", "k", "m.py")}
     assert top == {"x": "x = ...", "y": "y = f(\n    1)"}
+    assert python_definitions("é = f(\n 1,\n 2,\n 3,\n 4)\n", "k", "m.py")[0].text == "é = ..."  # byte offsets
 
 
 def test_imports_are_read_from_broken_code():
