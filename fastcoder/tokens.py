@@ -16,7 +16,6 @@ import bisect
 import copy
 import functools
 import threading
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
@@ -86,13 +85,13 @@ class TokenInfo:
         return n
 
 
-_TWINS: dict[int, tuple[Any, Any]] = {}  # id(tokenizer) -> (weakref to it, its plain twin)
+_TWIN_ATTR = "_fastcoder_plain_twin"
 
 
 def plain_twin(tokenizer: Any) -> Any:
     """The tokenizer ``"plain"`` calls go through: a shallow copy of ``tokenizer`` with a
-    Rust backend of its own, made once per tokenizer (~0.5 s for a 151k vocabulary:
-    :func:`fastcoder.models.load.load_model` makes it at load).
+    Rust backend of its own, made once per tokenizer and kept on it (~0.5 s for a 151k
+    vocabulary: :func:`fastcoder.models.load.load_model` makes it at load).
 
     Why a twin: transformers keeps ``split_special_tokens`` of the last call as the
     shared backend's ``encode_special_tokens`` and sets it again at every call, so with
@@ -100,26 +99,22 @@ def plain_twin(tokenizer: Any) -> Any:
     setting and its encoding (model thread) would turn ``<|endoftext|>`` in a document
     into the special token. Each backend now only ever holds one value. None: the
     tokenizer has no Rust backend to copy (the call itself is then the only state)."""
+    twin = getattr(tokenizer, _TWIN_ATTR, None)
+    if twin is not None:
+        return twin
     backend = getattr(tokenizer, "_tokenizer", None)
     if backend is None or not hasattr(backend, "to_str"):
         return None
-    key = id(tokenizer)
-    with _LOCK:
-        hit = _TWINS.get(key)
-        if hit is not None and hit[0]() is tokenizer:
-            return hit[1]
     from tokenizers import Tokenizer
 
-    twin = copy.copy(tokenizer)
-    twin._tokenizer = Tokenizer.from_str(backend.to_str())
-    twin._tokenizer.encode_special_tokens = True
     with _LOCK:
-        for k in [k for k, (ref, _) in _TWINS.items() if ref() is None]:
-            del _TWINS[k]  # twins of tokenizers gone (a reloaded model)
-        hit = _TWINS.setdefault(key, (weakref.ref(tokenizer), twin))
-        if hit[0]() is not tokenizer:  # an id reused after its tokenizer went away
-            hit = _TWINS[key] = (weakref.ref(tokenizer), twin)
-    return hit[1]
+        twin = getattr(tokenizer, _TWIN_ATTR, None)
+        if twin is None:
+            twin = copy.copy(tokenizer)
+            twin._tokenizer = Tokenizer.from_str(backend.to_str())
+            twin._tokenizer.encode_special_tokens = True
+            setattr(tokenizer, _TWIN_ATTR, twin)
+    return twin
 
 
 def _call(tokenizer: Any, text: Any, special: Special, **kwargs: Any) -> Any:

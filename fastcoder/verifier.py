@@ -373,10 +373,12 @@ class Verifier:
     def _run_step(self, cache: StaticKV, b: int, past_len: int):
         if self.use_graphs and b not in self.graph_failures:
             return self._graph_step(cache, b)
-        if self.compile or self.use_graphs:  # a bucket whose capture failed runs the same fixed shapes eagerly
-            if self.compile and self._compiled is None:
+        if self.compile:
+            if self._compiled is None:
                 self._compiled = torch.compile(self._forward, backend=self.compile, dynamic=False)
-            return (self._compiled or self._forward)(cache, b, True, 0)
+            return self._compiled(cache, b, True, 0)
+        if self.use_graphs:  # this bucket's capture failed: the same fixed shapes, eagerly
+            return self._forward(cache, b, True, 0)
         return self._forward(cache, b, False, past_len)
 
     def _graph_step(self, cache: StaticKV, b: int):
@@ -463,8 +465,7 @@ class Verifier:
         if src != dst:
             k = len(src)
             hm = self._host_mv
-            hm[:k] = torch.tensor(src, dtype=torch.long)
-            hm[k : 2 * k] = torch.tensor(dst, dtype=torch.long)
+            hm[: 2 * k] = torch.tensor(src + dst, dtype=torch.long)
             # one non-blocking copy from pinned memory (the next step's result read syncs
             # the stream before this host buffer is written again)
             self._dev_mv[: 2 * k].copy_(hm[: 2 * k], non_blocking=True)
