@@ -99,7 +99,8 @@ def plain_twin(tokenizer: Any) -> Any:
     setting and its encoding (model thread) would turn ``<|endoftext|>`` in a document
     into the special token. Each backend now only ever holds one value. None: the
     tokenizer has no Rust backend to copy (the call itself is then the only state)."""
-    twin = getattr(tokenizer, _TWIN_ATTR, None)
+    own = getattr(tokenizer, "__dict__", {})  # its own: a wrapper that forwards attributes gets its own twin
+    twin = own.get(_TWIN_ATTR)
     if twin is not None:
         return twin
     backend = getattr(tokenizer, "_tokenizer", None)
@@ -108,7 +109,7 @@ def plain_twin(tokenizer: Any) -> Any:
     from tokenizers import Tokenizer
 
     with _LOCK:
-        twin = getattr(tokenizer, _TWIN_ATTR, None)
+        twin = own.get(_TWIN_ATTR)
         if twin is None:
             twin = copy.copy(tokenizer)
             twin._tokenizer = Tokenizer.from_str(backend.to_str())
