@@ -16,6 +16,7 @@ from fastcoder.budget import CostCurve, load_or_measure
 from fastcoder.config import DecodeConfig
 from fastcoder.decode import Generation, StepCallback, generate
 from fastcoder.drafters import Sources, make_drafter
+from fastcoder.matmul import is_packed
 from fastcoder.session import Session
 from fastcoder.tokens import encode
 from fastcoder.stops import StopLike
@@ -50,9 +51,10 @@ class Engine:
         with self._curve_lock:
             if self._curve is None:
                 # everything that changes what a step costs: a curve measured with another
-                # attention or graph mode is not this one's
+                # attention, graph mode or matmul path (packed weights) is not this one's
                 attn = getattr(self.model.config, "_attn_implementation", None) or "?"
-                key = f"{self.name}|{self.device}|{self.dtype}|attn={attn}|graphs={self.verifier.use_graphs}"
+                packed = "|packed" if is_packed(self.model) else ""
+                key = f"{self.name}|{self.device}|{self.dtype}|attn={attn}|graphs={self.verifier.use_graphs}{packed}"
                 self._curve = load_or_measure(self.verifier, key)
             return self._curve
 

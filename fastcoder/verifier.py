@@ -321,9 +321,9 @@ class Verifier:
             if allowed_t.numel() == 0:
                 raise ValueError("no allowed token for the first position")
             sub = logits.index_select(0, allowed_t)
-            tok = int(allowed_t[int(torch.argmax(sub))])
+            tok = int(allowed_t[int(self._greedy(sub))])
             return tok, n, (self._margin(sub) if self.record_margins and sub.numel() > 1 else None)
-        return int(torch.argmax(logits)), n, (self._margin(logits) if self.record_margins else None)
+        return int(self._greedy(logits)), n, (self._margin(logits) if self.record_margins else None)
 
     # ---------------------------------------------------------------- one step
     def _prepare(self, cache: StaticKV, b: int, full: bool):
@@ -353,7 +353,7 @@ class Verifier:
             cache.length = past_len
             out = self.model(input_ids=ids.view(1, 1), position_ids=pos.view(1, 1), past_key_values=cache, use_cache=True)
             logits = out.logits[0]
-            return logits, torch.argmax(logits, dim=-1)
+            return logits, self._greedy(logits)
         col = torch.arange(width, device=self.device)
         rel = col.unsqueeze(0) - past  # column relative to the first tree row
         in_tree = (rel >= 0) & (rel < b)
@@ -368,7 +368,7 @@ class Verifier:
             use_cache=True,
         )
         logits = out.logits[0]
-        return logits, torch.argmax(logits, dim=-1)
+        return logits, self._greedy(logits)
 
     def _run_step(self, cache: StaticKV, b: int, past_len: int):
         if self.use_graphs and b not in self.graph_failures:
@@ -474,6 +474,15 @@ class Verifier:
         cache.length = len(kv.ids)
         self.last_split = (t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3)
         return StepResult(accepted=accepted, bonus=int(bonus), margins=margins)
+
+    def _greedy(self, logits: torch.Tensor) -> torch.Tensor:
+        """The argmax over the last dimension (the first index among equal maxima, as
+        ``argmax``). On the CPU in bf16/fp16 through ``max``: 2.2 vs 4.9 ms for 16 rows
+        of a 151,936-token vocabulary in bf16 on a 2-vCPU AMD EPYC (float32: argmax is
+        the faster one)."""
+        if self.device.type == "cpu" and logits.dtype in (torch.bfloat16, torch.float16):
+            return logits.max(dim=-1).indices
+        return torch.argmax(logits, dim=-1)
 
     @staticmethod
     def _margin(logits: torch.Tensor) -> float | None:

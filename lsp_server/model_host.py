@@ -198,6 +198,8 @@ class ModelHost:
                 dtype=str(self.loaded.dtype).removeprefix("torch."),
                 fim=self.loaded.fim is not None,
                 loadSeconds=self.load_s,
+                # CPU: packed linear weights or plain, and the probe it was chosen by
+                matmul=self.loaded.matmul and {k: self.loaded.matmul.get(k) for k in ("packed", "why")},
             )
         engine = self.engine
         if engine is not None:

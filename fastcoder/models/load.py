@@ -56,6 +56,9 @@ class LoadedModel:
     """:func:`tokenizer_fingerprint` of :attr:`tokenizer`."""
     fim: FimTokens | None
     """FIM tokens, or None when the tokenizer has none."""
+    matmul: dict | None = None
+    """The CPU matmul path (:mod:`fastcoder.matmul`): ``packed`` (linear layers), the
+    probe's ``timings`` and ``why``; None on CUDA."""
 
 
 def resolve_device(device: str) -> torch.device:
@@ -78,17 +81,22 @@ def resolve_device(device: str) -> torch.device:
 
 
 @lru_cache(maxsize=1)
-def _cpu_has_bf16() -> bool:
-    """Whether /proc/cpuinfo lists AMX-BF16 or AVX512-BF16 (fast bf16 matmuls on CPU)."""
+@lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return False
+        return frozenset()
     for line in text.splitlines():
         if line.startswith("flags"):
-            flags = set(line.partition(":")[2].split())
-            return bool(flags & {"amx_bf16", "avx512_bf16"})
-    return False
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
+
+
+def _cpu_has_bf16() -> bool:
+    """Whether the CPU has bf16 matmul instructions (AMX-BF16 or AVX512-BF16)."""
+    return bool(cpu_flags() & {"amx_bf16", "avx512_bf16"})
 
 
 _DTYPES = {
@@ -104,8 +112,10 @@ _DTYPES = {
 def resolve_dtype(dtype: str, device: torch.device | str) -> torch.dtype:
     """``float32``, ``bfloat16`` (``float16`` too), or ``auto``.
 
-    ``auto`` is bfloat16 on CUDA and on a CPU with AMX/AVX512-BF16, float32 elsewhere.
-    bfloat16 is faster but only lossless up to numerical ties; float32 is exact.
+    ``auto`` is bfloat16 on CUDA and on a CPU with AMX/AVX512-BF16, float32 elsewhere;
+    on such a CPU :func:`load_model` then keeps bfloat16 only where a measured probe
+    says it pays (:mod:`fastcoder.matmul`). bfloat16 is faster but only lossless up to
+    numerical ties; float32 is exact.
     """
     import torch
 
@@ -170,12 +180,23 @@ def load_model(
     dtype: str = "auto",
     device: str = "auto",
     *,
+    pack: str = "auto",
     progress: bool = True,
 ) -> LoadedModel:
-    """Resolve ``spec`` (fetching/converting once) and load it for inference."""
+    """Resolve ``spec`` (fetching/converting once) and load it for inference.
+
+    ``pack`` (CPU only): ``auto`` packs the linear weights for oneDNN where a probe
+    measured it faster (:mod:`fastcoder.matmul`), ``on`` / ``off`` force it."""
     path = resolve_model(spec, progress=progress)
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
+    if pack not in ("auto", "on", "off"):
+        raise ModelError(f"unknown pack {pack!r}: use auto, on or off")
+    matmul_path = _cpu_matmul(path, dev, dtype, torch_dtype, pack)
+    if matmul_path is not None:
+        import torch
+
+        torch_dtype = getattr(torch, matmul_path["dtype"])
 
     from transformers import AutoModelForCausalLM
 
@@ -187,6 +208,10 @@ def load_model(
     except (OSError, ValueError, KeyError) as exc:
         raise ModelError(f"could not load the model in {path}: {exc}") from exc
     model = model.to(dev).eval()
+    if matmul_path is not None and matmul_path["packed"]:
+        from fastcoder.matmul import pack_linears
+
+        matmul_path["layers"] = pack_linears(model)
     from fastcoder.tokens import plain_twin
 
     plain_twin(tokenizer)  # made now, not in the first completion (see fastcoder.tokens)
@@ -199,4 +224,36 @@ def load_model(
         path=path,
         fingerprint=tokenizer_fingerprint(tokenizer),
         fim=detect_fim(tokenizer),
+        matmul=matmul_path,
     )
+
+
+def _cpu_matmul(path: Path, dev: torch.device, dtype: str, torch_dtype: torch.dtype, pack: str) -> dict | None:
+    """On the CPU: the dtype and whether to pack, from :func:`fastcoder.matmul.choose`
+    where ``auto`` leaves a choice (None on CUDA). A model whose largest matmul is
+    under :data:`fastcoder.matmul.PROBE_MIN_ELEMENTS` (a toy) is not probed: plain."""
+    import torch
+
+    if dev.type != "cpu":
+        return None
+    from fastcoder import matmul
+
+    name = str(torch_dtype).removeprefix("torch.")
+    names = ("float32", "bfloat16") if str(dtype).strip().lower() == "auto" and name == "bfloat16" else (name,)
+    shape = _largest_matmul(path)
+    if (pack == "auto" and shape[0] * shape[1] >= matmul.PROBE_MIN_ELEMENTS) or len(names) > 1:
+        choice = matmul.choose(names, *shape, allow_pack=pack != "off")
+    else:
+        choice = matmul.MatmulChoice(name, False, {}, "not probed")
+    packed = choice.packed if pack == "auto" else (pack == "on" and matmul.can_pack(getattr(torch, choice.dtype)))
+    return {"dtype": choice.dtype, "packed": packed, "pack": pack, "why": choice.why, "timings": choice.timings}
+
+
+def _largest_matmul(path: Path) -> tuple[int, int]:
+    """(vocab, hidden) of the model in ``path``: its lm_head, the largest matmul."""
+    try:
+        cfg = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return (0, 0)
+    text = cfg.get("text_config") or cfg
+    return int(text.get("vocab_size") or 0), int(text.get("hidden_size") or 0)

@@ -156,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
         common=args.common or "stdlib", seed=args.seed or 0, pass_at_1=bool(args.pass_at_1), device=args.device,
         tasks_file=str(Path(args.tasks).resolve()) if args.tasks else None, projects=args.projects,
         threads=args.threads, cost_curve=args.cost_curve, max_draft_tokens=args.max_draft_tokens,
+        pack_weights=args.pack_weights,
     )
     out.mkdir(parents=True, exist_ok=True)
     info = check_run_info(out, spec, force=args.force)
@@ -174,9 +175,10 @@ def run(args: argparse.Namespace) -> int:
     from fastcoder.models import load_model
 
     machine = machine_info()
-    loaded = load_model(args.model, dtype=args.dtype, device=args.device, progress=not args.quiet)
+    loaded = load_model(args.model, dtype=args.dtype, device=args.device, pack=args.pack_weights, progress=not args.quiet)
     dtype = str(loaded.dtype).removeprefix("torch.")
     engine = Engine.from_loaded(loaded, record_margins=True)
+    machine["matmul"] = loaded.matmul
     if args.common in (None, "", "stdlib"):
         from indexer.common import ensure_common
 
@@ -313,6 +315,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description=__doc__.split("\n\n")[0],
     )
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"model spec (default {DEFAULT_MODEL})")
+    p.add_argument("--pack-weights", default="auto", choices=("auto", "on", "off"),
+                   help="CPU: pack the linear weights for oneDNN (auto: where a probe measured it faster; fastcoder.matmul)")
     p.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16", "float16", "auto"),
                    help="model dtype (default bfloat16; exact identity with AR is a float32 property)")
     p.add_argument("--device", default="auto", help="device (default auto)")

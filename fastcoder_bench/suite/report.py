@@ -321,6 +321,10 @@ def to_markdown(report: dict[str, Any], plots: Sequence[str] = ()) -> str:
         failed = "; ".join(f"bucket {b}: {e}" for b, e in st.get("failed", {}).items())
         lines.append(f"- steps ran as {st.get('mode')}" + (f", buckets captured {st.get('captured')}" if st.get("captured") else "")
                      + (f"; **capture failed** (those buckets ran eagerly): {failed}" if failed else ""))  # fmt: skip
+    if mach.get("matmul"):
+        mm = mach["matmul"]
+        lines.append(f"- matmul path: {mm.get('dtype')}, linear weights {'packed for oneDNN' if mm.get('packed') else 'plain'}"
+                     f" (--pack-weights {mm.get('pack', 'auto')}; {mm.get('why', '')})")  # fmt: skip
     if spec.get("cost_curve") == "measure":
         lines.append("- the curve was measured afresh after the warm-up for this run (`--cost-curve measure`)")
     lines += [

@@ -49,11 +49,14 @@ class RunSpec:
     threads: int | None = None
     cost_curve: str = "cached"
     max_draft_tokens: int | None = None  # fixed tree size for rest / fastcoder (None: the cost curve)
+    pack_weights: str = "auto"  # CPU matmul path (fastcoder.matmul): auto, on, off
 
     def identity(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         if d.get("max_draft_tokens") is None:  # runs recorded before the option resume as before
             d.pop("max_draft_tokens", None)
+        if d.get("pack_weights") == "auto":  # so do runs recorded before packing was chosen
+            d.pop("pack_weights", None)
         return d
 
 

@@ -1,0 +1,149 @@
+"""The CPU matmul path (fastcoder/matmul.py): oneDNN-packed linear weights give the
+steps of the unpacked model (fp32 tolerance, same argmax, same decoded output), the
+choice between paths follows the probe's timings, and load_model applies it."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+import torch
+
+from conftest import build_model, random_tree
+from fastcoder import matmul
+from fastcoder.config import DecodeConfig
+from fastcoder.datastore import TokenDatastore
+from fastcoder.drafters import Sources
+from fastcoder.engine import Engine
+from fastcoder.errors import ModelError
+from fastcoder.verifier import KVState, Verifier
+
+pytestmark = pytest.mark.skipif(not matmul.can_pack(torch.float32), reason="oneDNN cannot pack float32 weights here")
+
+
+def _with_biases(model):
+    """Random init leaves biases at zero: give the ones there are (Qwen2's q/k/v) values."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.Linear) and m.bias is not None:
+                m.bias.uniform_(-0.5, 0.5)
+    return model
+
+
+def _packed_copy(model):
+    twin = copy.deepcopy(model)
+    n = matmul.pack_linears(twin)
+    assert n == sum(type(m) is torch.nn.Linear for m in model.modules()) and n > 0
+    assert not any(type(m) is torch.nn.Linear for m in twin.modules()) and matmul.is_packed(twin)
+    return twin
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])  # llama: tied embeddings; qwen2: a separate lm_head
+def test_packed_steps_equal_unpacked_ones(arch, tiny_tokenizer):
+    """Every bucket, random trees, steps with compaction in between: the packed model's
+    logits equal the unpacked one's to fp32 rounding, every argmax, accepted path and
+    bonus token is the same."""
+    model = _with_biases(build_model(arch, len(tiny_tokenizer), seed=3))
+    packed = _packed_copy(model)
+    if arch == "llama":  # the tied lm_head weight is the embedding's, kept as it is
+        assert packed.lm_head.weight is packed.model.embed_tokens.weight
+    else:
+        assert torch.equal(packed.lm_head.weight, model.lm_head.weight)  # unpacked on demand
+    rng = random.Random(1)
+    vocab = model.config.vocab_size
+    plain_v, packed_v = Verifier(model), Verifier(packed)
+    prompt = [rng.randrange(4, vocab) for _ in range(150)]  # > one prefill chunk
+    kv_a, kv_b = KVState(), KVState()
+    first_a, _, _ = plain_v.prefill(kv_a, prompt, reserve=400)
+    first_b, _, _ = packed_v.prefill(kv_b, prompt, reserve=400)
+    assert first_a == first_b
+    assert torch.allclose(plain_v.last_logits, packed_v.last_logits, atol=1e-5, rtol=1e-5)
+    root = first_a
+    for size in [0, 3, 7, 15, 31, 63, 127, 5]:
+        tree = random_tree(rng, size, vocab)
+        a, b = plain_v.step(kv_a, root, tree), packed_v.step(kv_b, root, tree)
+        diff = (plain_v.last_logits - packed_v.last_logits).abs().max()
+        assert torch.allclose(plain_v.last_logits, packed_v.last_logits, atol=1e-5, rtol=1e-5), diff
+        assert torch.equal(plain_v.last_logits.argmax(-1), packed_v.last_logits.argmax(-1))
+        assert (a.accepted, a.bonus) == (b.accepted, b.bonus)
+        assert kv_a.ids == kv_b.ids
+        root = a.bonus
+
+
+def test_packed_decoding_equals_unpacked_decoding(tiny_tokenizer):
+    """The whole decode loop, AR and FastCoder, on the packed and the unpacked model:
+    identical tokens."""
+    model = _with_biases(build_model("qwen2", len(tiny_tokenizer), seed=4))
+    plain, packed = Engine(model, tiny_tokenizer, name="plain"), Engine(_packed_copy(model), tiny_tokenizer, name="packed")
+    rng = random.Random(2)
+    vocab = len(tiny_tokenizer)
+    prompt = [rng.randrange(4, vocab) for _ in range(40)]
+    ar = plain.generate(prompt, DecodeConfig(method="ar", max_new_tokens=40)).tokens
+    sources = Sources(dr=TokenDatastore.build([prompt[5:30] + ar[:10], ar[5:30]]), dc=None)
+    for method in ("ar", "fastcoder"):
+        cfg = DecodeConfig(method=method, max_new_tokens=40, max_draft_tokens=16)
+        assert packed.generate(prompt, cfg, sources=sources).tokens == ar, method
+    plain.close()
+    packed.close()
+
+
+def test_decide_follows_the_timings():
+    t = {
+        "float32/plain": {"1": 40.0, "16": 100.0},
+        "float32/packed": {"1": 20.0, "16": 30.0},
+        "bfloat16/plain": {"1": 16.0, "16": 25.0},
+        "bfloat16/packed": {"1": 12.0, "16": 17.0},
+    }
+    assert matmul.decide(t, ("float32", "bfloat16"))[:2] == ("bfloat16", True)
+    assert matmul.decide(t, ("float32",))[:2] == ("float32", True)
+    # bfloat16 must beat float32 by BF16_GAIN: float32 (exact) is kept when it is close
+    close = {**t, "bfloat16/packed": {"1": 19.0, "16": 28.0}, "bfloat16/plain": {"1": 30.0, "16": 40.0}}
+    assert matmul.decide(close, ("float32", "bfloat16"))[:2] == ("float32", True)
+    # packing must beat plain by PACK_GAIN; a dtype oneDNN cannot pack has no packed timings
+    slow_pack = {"float32/plain": {"1": 10.0, "16": 20.0}, "float32/packed": {"1": 9.8, "16": 19.5}}
+    assert matmul.decide(slow_pack, ("float32",))[:2] == ("float32", False)
+    assert matmul.decide({"float32/plain": {"1": 1.0, "16": 2.0}}, ("float32", "bfloat16"))[:2] == ("float32", False)
+    with pytest.raises(ValueError):
+        matmul.decide({}, ("float32",))
+
+
+def test_choose_probes_once_then_reads_the_cache(monkeypatch):
+    calls = []
+
+    def fake_probe(out_f, in_f, dtypes, *a, **k):
+        calls.append((out_f, in_f, dtypes))
+        return {"float32/plain": {"1": 40.0, "16": 100.0}, "float32/packed": {"1": 20.0, "16": 30.0}}
+
+    monkeypatch.setattr(matmul, "probe", fake_probe)
+    first = matmul.choose(("float32",), 5000, 300)
+    again = matmul.choose(("float32",), 5000, 300)
+    assert (first.dtype, first.packed) == (again.dtype, again.packed) == ("float32", True) and len(calls) == 1
+    off = matmul.choose(("float32",), 5000, 300, allow_pack=False)
+    assert (off.dtype, off.packed) == ("float32", False) and len(calls) == 1
+    matmul.choose(("float32",), 5001, 300)  # another shape: probed
+    assert len(calls) == 2
+
+
+def test_probe_times_plain_and_packed_per_dtype():
+    t = matmul.probe(256, 64, ("float32",), rows=(1, 4), reps=1)
+    assert set(t) == {"float32/plain", "float32/packed"} and set(t["float32/plain"]) == {"1", "4"}
+    assert all(v > 0 for rows in t.values() for v in rows.values())
+
+
+def test_load_model_packs_on_request(tiny_model_dir):
+    from fastcoder.models import load_model
+
+    on = load_model(str(tiny_model_dir), dtype="float32", device="cpu", pack="on", progress=False)
+    off = load_model(str(tiny_model_dir), dtype="float32", device="cpu", pack="off", progress=False)
+    auto = load_model(str(tiny_model_dir), dtype="float32", device="cpu", progress=False)
+    assert on.matmul["packed"] and on.matmul["layers"] > 0 and matmul.is_packed(on.model)
+    assert not off.matmul["packed"] and not matmul.is_packed(off.model)
+    # a toy model's weights stay in the caches: auto does not probe it and keeps it plain
+    assert auto.matmul["why"] == "not probed" and not matmul.is_packed(auto.model)
+    ids = torch.tensor([[5, 9, 30, 41, 7]])
+    with torch.inference_mode():
+        a, b = on.model(ids).logits, off.model(ids).logits
+    assert torch.allclose(a, b, atol=1e-5, rtol=1e-5) and torch.equal(a.argmax(-1), b.argmax(-1))
+    with pytest.raises(ModelError, match="pack"):
+        load_model(str(tiny_model_dir), dtype="float32", device="cpu", pack="yes", progress=False)
