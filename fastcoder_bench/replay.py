@@ -25,7 +25,8 @@ is slower than AR's in the same run is flagged in red.
 Prompt layouts (``--layouts default,psm``) run side by side the same way: for every
 file, every (method, layout) pair gets a fresh server and the same keystrokes. Layout
 ``default`` sends no ``promptLayout`` option (the server's own layout); ``context`` /
-``nocontext`` turn the cross-file context on / off (``crossFileContext``); any other name is sent
+``nocontext`` turn the cross-file context on / off (``crossFileContext``), ``packed`` /
+``plain`` the CPU matmul path (``packWeights`` on / off); any other name is sent
 as the ``promptLayout`` initialization option; parts join with ``+``
 (``psm+nocontext``). Results are keyed ``METHOD`` for
 the first layout listed and ``METHOD@LAYOUT`` for the others; "same text as AR" and
@@ -727,17 +728,20 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 NO_CONTEXT = "nocontext"
 CONTEXT = "context"
+PACKED, PLAIN = "packed", "plain"  # the CPU matmul path: packWeights on / off
 
 
 def layout_options(layout: str) -> dict[str, Any]:
     """Server options of a layout name: ``default`` (none: the server's own layout),
     a ``promptLayout`` (``psm``, ``anchored``), ``context`` / ``nocontext`` (cross-file
-    context on / off),
+    context on / off), ``packed`` / ``plain`` (``packWeights`` on / off),
     or a combination joined by ``+`` (``psm+nocontext``)."""
     options: dict[str, Any] = {}
     for part in layout.split("+"):
         if part in (NO_CONTEXT, CONTEXT):
             options["crossFileContext"] = part == CONTEXT
+        elif part in (PACKED, PLAIN):
+            options["packWeights"] = "on" if part == PACKED else "off"
         elif part != DEFAULT_LAYOUT:
             options["promptLayout"] = part
     return options

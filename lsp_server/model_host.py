@@ -84,7 +84,7 @@ class ModelHost:
         return self.state == "ready" and self.engine is not None
 
     # ------------------------------------------------------------------ loading
-    def load(self, spec: str, dtype: str, device: str) -> Future:
+    def load(self, spec: str, dtype: str, device: str, pack: str = "auto") -> Future:
         """Load ``spec`` in the model thread (after whatever runs there now). A newer
         load request makes an older queued one a no-op."""
         self._load_seq += 1
@@ -92,9 +92,9 @@ class ModelHost:
         self.state = "loading"
         self.message = f"loading {spec} ({dtype}, {device})"
         self._on_status("loading", self.message)
-        return self._executor.submit(self._load, seq, spec, dtype, device)
+        return self._executor.submit(self._load, seq, spec, dtype, device, pack)
 
-    def _load(self, seq: int, spec: str, dtype: str, device: str) -> None:
+    def _load(self, seq: int, spec: str, dtype: str, device: str, pack: str = "auto") -> None:
         if seq != self._load_seq:
             return
         from fastcoder.models import load_model
@@ -106,7 +106,7 @@ class ModelHost:
         if old is not None:
             old.close()
         try:
-            loaded = load_model(spec, dtype=dtype, device=device, progress=False)
+            loaded = load_model(spec, dtype=dtype, device=device, pack=pack, progress=False)
             engine = Engine.from_loaded(loaded)
             self._on_status("loading", f"measuring verification cost of {spec}")
             engine.cost_curve()  # measured once per model/device/dtype, then cached on disk

@@ -15,6 +15,10 @@ key                default                      meaning
 model              ``qwen2.5-coder-0.5b``       builtin name, local HF folder, .gguf file or hub id
 dtype              ``auto``                     auto, float32, bfloat16
 device             ``auto``                     auto, cpu, cuda, cuda:N
+packWeights        ``auto``                     CPU: pack the linear weights for oneDNN (auto: where a
+                                                probe at load measured it faster; on, off). With dtype
+                                                auto the same probe keeps bfloat16 only where it pays
+                                                (fastcoder/matmul.py)
 method             ``fastcoder``                ar, pld, rest, fastcoder, reuse (the drafter)
 maxNewTokens       128                          cap on tokens of one completion
 timeBudgetMs       2000                         stop a completion after this long (null/0: no limit)
@@ -72,7 +76,7 @@ contextSources     ``{"definitions": 384,       token budget per context source 
 keepWhitespace     false                        debug: return whitespace-only suggestions too
 ================== ============================ =====================================================
 
-Changing ``model``, ``dtype`` or ``device`` reloads the model in the background; every
+Changing ``model``, ``dtype``, ``device`` or ``packWeights`` reloads the model in the background; every
 other change applies to the next request.
 """
 
@@ -90,7 +94,7 @@ from lsp_server.prompt import LAYOUTS
 
 log = logging.getLogger(__name__)
 
-RELOAD_KEYS = ("model", "dtype", "device")
+RELOAD_KEYS = ("model", "dtype", "device", "pack_weights")
 CONTEXT_SOURCES = ("definitions", "open", "edits")
 DEFAULT_CONTEXT_SOURCES = {"definitions": 384, "open": 192, "edits": 128}
 REINDEX_KEYS = ("workspace_index", "common_index", "dependency_index", "python_path")
@@ -110,6 +114,7 @@ class ServerSettings:
     model: str = DEFAULT_MODEL
     dtype: str = "auto"
     device: str = "auto"
+    pack_weights: str = "auto"
     method: str = "fastcoder"
     max_new_tokens: int = 128
     time_budget_ms: int | None = 2000
@@ -175,11 +180,13 @@ class ServerSettings:
                 raise SettingsError(f"{name} must be a positive integer, got {value!r}")
             setattr(self, name, int(value))
 
-        for name in ("model", "dtype", "device", "method"):
+        for name in ("model", "dtype", "device", "method", "pack_weights"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise SettingsError(f"{name} must be a non-empty string, got {value!r}")
             setattr(self, name, value.strip())
+        if self.pack_weights not in ("auto", "on", "off"):
+            raise SettingsError(f"packWeights must be auto, on or off, got {self.pack_weights!r}")
         if self.method not in METHODS:
             raise SettingsError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
         positive_int("max_new_tokens")

@@ -317,12 +317,13 @@ def test_settings_changes_that_reload_the_model():
     base = ServerSettings()
     assert base.merged({"model": "/tmp/other"}).needs_reload(base)
     assert base.merged({"dtype": "bfloat16"}).needs_reload(base)
+    assert base.merged({"packWeights": "off"}).needs_reload(base) and base.pack_weights == "auto"
     assert not base.merged({"maxNewTokens": 5}).needs_reload(base)
 
 
 @pytest.mark.parametrize(
     "bad",
-    [{"maxNewTokens": 0}, {"maxNewTokens": "x"}, {"method": "magic"}, {"enabled": "yes"}, {"engine": {"nMin": 0}}, {"model": ""}],
+    [{"maxNewTokens": 0}, {"maxNewTokens": "x"}, {"method": "magic"}, {"packWeights": "yes"}, {"enabled": "yes"}, {"engine": {"nMin": 0}}, {"model": ""}],
 )
 def test_bad_settings_are_rejected_with_a_message(bad):
     with pytest.raises(SettingsError) as err:

@@ -269,3 +269,12 @@ def test_utf16_offsets_round_trip():
     for off in range(len(text) + 1):
         assert utf16_offset(text, *utf16_pos(text, off)) == off
     assert utf16_offset(text, 0, 99) == 3 and utf16_offset(text, 9, 0) == len(text)
+
+
+def test_layout_names_become_server_options():
+    from fastcoder_bench.replay import layout_options
+
+    assert layout_options("default") == {}
+    assert layout_options("psm+nocontext") == {"promptLayout": "psm", "crossFileContext": False}
+    assert layout_options("packed") == {"packWeights": "on"} and layout_options("plain") == {"packWeights": "off"}
+    assert layout_options("context+plain") == {"crossFileContext": True, "packWeights": "off"}
