@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -147,3 +148,17 @@ def test_load_model_packs_on_request(tiny_model_dir):
     assert torch.allclose(a, b, atol=1e-5, rtol=1e-5) and torch.equal(a.argmax(-1), b.argmax(-1))
     with pytest.raises(ModelError, match="pack"):
         load_model(str(tiny_model_dir), dtype="float32", device="cpu", pack="yes", progress=False)
+
+
+@pytest.mark.parametrize("faster", ["float32", "bfloat16"])
+def test_auto_dtype_on_the_cpu_follows_the_probe(tiny_model_dir, monkeypatch, tmp_path: Path, faster):
+    """``--dtype auto`` on the CPU is decided by the probe's timings, not by the CPU flags."""
+    from fastcoder.models import load_model
+
+    slow, fast = {"1": 40.0, "16": 100.0}, {"1": 10.0, "16": 20.0}
+    timings = {"float32/plain": fast if faster == "float32" else slow, "bfloat16/plain": fast if faster == "bfloat16" else slow}
+    monkeypatch.setattr(matmul, "probe", lambda *a, **k: timings)
+    monkeypatch.setattr(matmul, "_cache_file", lambda key: tmp_path / "matmul.json")  # a fresh cache: probed
+    loaded = load_model(str(tiny_model_dir), dtype="auto", device="cpu", progress=False)
+    assert str(loaded.dtype) == f"torch.{faster}" and loaded.matmul["dtype"] == faster
+    assert not loaded.matmul["packed"]  # no packed timings: plain

@@ -81,7 +81,6 @@ def resolve_device(device: str) -> torch.device:
 
 
 @lru_cache(maxsize=1)
-@lru_cache(maxsize=1)
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
     try:
@@ -112,9 +111,9 @@ _DTYPES = {
 def resolve_dtype(dtype: str, device: torch.device | str) -> torch.dtype:
     """``float32``, ``bfloat16`` (``float16`` too), or ``auto``.
 
-    ``auto`` is bfloat16 on CUDA and on a CPU with AMX/AVX512-BF16, float32 elsewhere;
-    on such a CPU :func:`load_model` then keeps bfloat16 only where a measured probe
-    says it pays (:mod:`fastcoder.matmul`). bfloat16 is faster but only lossless up to
+    ``auto`` is bfloat16 on CUDA and on a CPU with AMX/AVX512-BF16, float32 elsewhere
+    (without a probe); :func:`load_model` decides a CPU's ``auto`` by a measured probe
+    instead (:mod:`fastcoder.matmul`). bfloat16 is faster but only lossless up to
     numerical ties; float32 is exact.
     """
     import torch
@@ -229,8 +228,9 @@ def load_model(
 
 
 def _cpu_matmul(path: Path, dev: torch.device, dtype: str, torch_dtype: torch.dtype, pack: str) -> dict | None:
-    """On the CPU: the dtype and whether to pack, from :func:`fastcoder.matmul.choose`
-    where ``auto`` leaves a choice (None on CUDA). A model whose largest matmul is
+    """On the CPU: the dtype (``auto``: float32 unless bfloat16 measured clearly faster)
+    and whether to pack, from :func:`fastcoder.matmul.choose` where ``auto`` leaves a
+    choice (None on CUDA). A model whose largest matmul is
     under :data:`fastcoder.matmul.PROBE_MIN_ELEMENTS` (a toy) is not probed: plain."""
     import torch
 
@@ -239,7 +239,9 @@ def _cpu_matmul(path: Path, dev: torch.device, dtype: str, torch_dtype: torch.dt
     from fastcoder import matmul
 
     name = str(torch_dtype).removeprefix("torch.")
-    names = ("float32", "bfloat16") if str(dtype).strip().lower() == "auto" and name == "bfloat16" else (name,)
+    # auto: measured, whatever the flags say (a bf16 step on an AVX2-only CPU can even
+    # beat fp32 at one row and lose 2.5x at 16)
+    names = ("float32", "bfloat16") if str(dtype).strip().lower() == "auto" else (name,)
     shape = _largest_matmul(path)
     if (pack == "auto" and shape[0] * shape[1] >= matmul.PROBE_MIN_ELEMENTS) or len(names) > 1:
         choice = matmul.choose(names, *shape, allow_pack=pack != "off")
