@@ -154,7 +154,7 @@ def generate(
             # 2. what could still be committed (nothing past max_new_tokens, nothing after a
             # stop id), then the budget: the best-first prefix of that with the best
             # expected tokens/s (so a 2-token answer left does not pay for a 16-row step)
-            tree = tree.limit_depth(config.max_new_tokens - len(out) - 1, stops)
+            tree = tree.limit_depth(config.max_new_tokens - len(out) - 1, _ending(stops, matcher, tokenizer, info))
             tree = budget.trim(tree, len(prompt_ids) + len(out))  # the rows the step attends
             if len(tree) > verifier.max_nodes:  # the largest bucket (best-first: still a tree)
                 tree = tree.truncate(verifier.max_nodes)
@@ -203,6 +203,29 @@ def generate(
     stats.new_tokens = len(out)
     stats.total_s = time.perf_counter() - t_start
     return Generation(tokens=out, text=text, stats=stats, cancelled=cancelled, margins=margins)
+
+
+class _EndingIds:
+    """Token ids after which nothing can be committed: ``ids`` (EOS, stop ids), and every
+    token whose text holds a newline (``has_newline``) when the stop rule ends the output
+    at a newline (a single-line completion)."""
+
+    def __init__(self, ids: frozenset[int], has_newline) -> None:
+        self.ids = ids
+        self.has_newline = has_newline
+
+    def __contains__(self, token: object) -> bool:
+        return token in self.ids or (isinstance(token, int) and 0 <= token < len(self.has_newline) and bool(self.has_newline[token]))
+
+
+def _ending(stops: frozenset[int], matcher, tokenizer, info: "TokenInfo | None"):
+    """What :meth:`DraftTree.limit_depth` cuts below: ``stops``, plus the newline tokens
+    while ``matcher`` says a newline ends the output (its state: a rule judging the text
+    after a healed prefix starts only once that prefix is out)."""
+    if matcher is None or not matcher.newline_ends():
+        return stops
+    info = info or TokenInfo.for_tokenizer(tokenizer)  # built once per tokenizer
+    return _EndingIds(stops, info.has_newline)
 
 
 def _eos_ids(tokenizer, model) -> set[int]:

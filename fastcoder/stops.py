@@ -98,6 +98,12 @@ class StopMatcher:
         change: an incomplete character shown as U+FFFD)."""
         return copy.deepcopy(self).feed(piece)
 
+    def newline_ends(self) -> bool:
+        """Whether a newline in the text fed next certainly ends the output (the cut
+        falls at or before it): the decode loop then drafts nothing below a token that
+        holds one. False when unsure (only drafting is affected, never the output)."""
+        return False
+
 
 class StopRule:
     """A stop rule: makes a fresh :class:`StopMatcher` for each generation."""
@@ -149,6 +155,9 @@ class _StringsMatcher(StopMatcher):
         self.length += len(piece)
         self.tail = buf[-self.keep :] if self.keep else ""
         return start + min(cuts) if cuts else None
+
+    def newline_ends(self) -> bool:
+        return "\n" in self.strings
 
 
 class _LineMatcher(StopMatcher):
@@ -234,6 +243,9 @@ class _FirstNewline(StopMatcher):
         self.length += len(piece)
         return None
 
+    def newline_ends(self) -> bool:
+        return True
+
 
 def block_end(start_indent: int, *, check_first_line: bool = False, single_line: bool = False) -> StopRule:
     """Stop when the block that starts at ``start_indent`` ends.
@@ -290,6 +302,9 @@ class _AnyOfMatcher(StopMatcher):
         cuts = [c for c in (m.peek(piece) for m in self.matchers) if c is not None]
         return min(cuts) if cuts else None
 
+    def newline_ends(self) -> bool:
+        return any(m.newline_ends() for m in self.matchers)
+
 
 def any_of(*rules: "StopRule | None") -> StopRule | None:
     """The earliest cut of several rules (None entries are left out)."""
@@ -330,6 +345,9 @@ class _AfterMatcher(StopMatcher):
             return None
         cut = self.inner.peek(rest)
         return cut + self.n if cut is not None else None
+
+    def newline_ends(self) -> bool:  # not while the first n characters are still to come
+        return not self.skip and self.inner.newline_ends()
 
 
 def Predicate(fn: StopFn) -> StopRule:  # noqa: N802 (reads as the rule it makes)

@@ -178,6 +178,38 @@ def test_drafts_hold_only_what_could_be_committed(engine):
     assert tree.limit_depth(1).tokens == [1, 4] and tree.limit_depth(5) is tree
 
 
+def test_nothing_is_drafted_below_a_newline_when_a_newline_ends_the_output(engine):
+    """A single-line stop rule: a draft node whose token holds a newline stays (it ends
+    the output) but nothing below it reaches the verifier; a block rule keeps it all;
+    a rule that judges only the text after a healed prefix prunes once that is out.
+    The output is the same either way."""
+    from fastcoder.stops import StopStrings, block_end
+    from fastcoder.tokens import TokenInfo
+    from fastcoder.trie import DraftTree
+
+    info = TokenInfo.for_tokenizer(engine.tokenizer)
+    newline = int(next(i for i in range(len(info.has_newline)) if info.has_newline[i]))
+    plain = [int(i) for i in range(100, 400) if not info.has_newline[i]][:10]
+
+    class Chain(Drafter):
+        name = "chain"
+        drafts = True
+        adaptive_budget = False
+
+        def draft(self, st, max_nodes):
+            return DraftTree.chain(plain[:2] + [newline] + plain[2:], "chain")
+
+    prompt = prompt_of(engine.tokenizer, PROMPT)
+    cfg = DecodeConfig(method="ar", max_new_tokens=20, max_draft_tokens=16)
+    for rule, most in ((block_end(0, single_line=True), 3), (StopStrings(["\n"]), 3), (block_end(4), 11)):
+        gen = generate(engine.verifier, engine.tokenizer, Chain(), prompt, cfg, stop_fn=rule)
+        ref = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=20), stop_fn=rule)
+        assert gen.tokens == ref.tokens and gen.text == ref.text
+        assert gen.stats.draft_sizes and max(gen.stats.draft_sizes) == most, (rule, gen.stats.draft_sizes)
+    healed = block_end(0, single_line=True).after(10**6).matcher()  # its prefix never comes out
+    assert not healed.newline_ends() and block_end(0, single_line=True).after(0).matcher().newline_ends()
+
+
 def test_stop_ids_end_the_output_before_them(engine):
     prompt = prompt_of(engine.tokenizer, PROMPT)
     ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=30))
