@@ -152,9 +152,10 @@ def generate(
             t1 = time.perf_counter()
             stats.retrieval_s += t1 - t0
             # 2. what could still be committed (nothing past max_new_tokens, nothing after a
-            # stop id), then the budget: the best-first prefix of that with the best
+            # stop id, nor after a line end where one ends the output), then the budget: the best-first prefix of that with the best
             # expected tokens/s (so a 2-token answer left does not pay for a 16-row step)
-            tree = tree.limit_depth(config.max_new_tokens - len(out) - 1, _ending(stops, matcher, tokenizer, info))
+            if len(tree):  # (AR never builds the token table for the newline check)
+                tree = tree.limit_depth(config.max_new_tokens - len(out) - 1, _ending(stops, matcher, tokenizer, info))
             tree = budget.trim(tree, len(prompt_ids) + len(out))  # the rows the step attends
             if len(tree) > verifier.max_nodes:  # the largest bucket (best-first: still a tree)
                 tree = tree.truncate(verifier.max_nodes)
