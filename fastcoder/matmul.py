@@ -47,6 +47,7 @@ import platform
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import torch
@@ -208,6 +209,19 @@ def probe(out_features: int, in_features: int, dtypes: tuple[str, ...], rows=PRO
     return timings
 
 
+@lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
+
+
 def _cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -219,7 +233,7 @@ def _cpu_name() -> str:
 
 
 def _cache_file(key: str) -> Path:
-    from fastcoder.models import cache_root
+    from fastcoder.models.cache import cache_root
 
     safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in key)
     return cache_root() / "matmul" / f"{safe[:180]}.json"
@@ -229,8 +243,6 @@ def choose(dtypes: tuple[str, ...], out_features: int, in_features: int, allow_p
     """The CPU dtype (among ``dtypes``, the first preferred) and packing (only where
     ``allow_pack``) for a model whose largest matmul is ``out_features x in_features``,
     decided from the probe's timings: cached per machine, else probed (a few seconds)."""
-    from fastcoder.models.load import cpu_flags
-
     flags = ",".join(sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_fp16"}))
     key = f"{_cpu_name()}|{flags}|torch{torch.__version__}|t{torch.get_num_threads()}|{out_features}x{in_features}|{'+'.join(dtypes)}"
     path = _cache_file(key)

@@ -25,9 +25,8 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from fastcoder.matmul import can_pack, pack_linears
+    from fastcoder.matmul import can_pack, cpu_flags, pack_linears
     from fastcoder.models import load_model
-    from fastcoder.models.load import cpu_flags
     from fastcoder.trie import DraftTree
     from fastcoder.verifier import KVState, Verifier
 

@@ -9,7 +9,6 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,21 +79,10 @@ def resolve_device(device: str) -> torch.device:
     raise ModelError(f"unknown device {device!r}: use auto, cpu, cuda or cuda:N")
 
 
-@lru_cache(maxsize=1)
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.partition(":")[2].split())
-    return frozenset()
-
-
 def _cpu_has_bf16() -> bool:
     """Whether the CPU has bf16 matmul instructions (AMX-BF16 or AVX512-BF16)."""
+    from fastcoder.matmul import cpu_flags
+
     return bool(cpu_flags() & {"amx_bf16", "avx512_bf16"})
 
 
