@@ -43,6 +43,9 @@ class DecodeConfig:
     """Nodes in the draft tree. None = choose from the measured verify-cost curve c(k)."""
     max_draft_depth: int = 16
     """Longest root-to-leaf path in a draft tree."""
+    prune_at_line_end: bool = True
+    """Draft nothing below a token that holds a newline while the stop rule ends the
+    output at a newline (single-line completions). False only to measure what it gives."""
     source_weights: dict[str, float] = field(default_factory=dict)
     """Trie weight of each draft source by name (``D_r``, ``D_c``, ``D_d``, ``context``,
     ``reference`` (the text after the cursor), ``buffers`` (the other open documents),

@@ -155,7 +155,8 @@ def generate(
             # stop id, nor after a line end where one ends the output), then the budget: the best-first prefix of that with the best
             # expected tokens/s (so a 2-token answer left does not pay for a 16-row step)
             if len(tree):  # (AR never builds the token table for the newline check)
-                tree = tree.limit_depth(config.max_new_tokens - len(out) - 1, _ending(stops, matcher, tokenizer, info))
+                ending = _ending(stops, matcher, tokenizer, info) if config.prune_at_line_end else stops
+                tree = tree.limit_depth(config.max_new_tokens - len(out) - 1, ending)
             tree = budget.trim(tree, len(prompt_ids) + len(out))  # the rows the step attends
             if len(tree) > verifier.max_nodes:  # the largest bucket (best-first: still a tree)
                 tree = tree.truncate(verifier.max_nodes)

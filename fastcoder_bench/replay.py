@@ -26,7 +26,8 @@ Prompt layouts (``--layouts default,psm``) run side by side the same way: for ev
 file, every (method, layout) pair gets a fresh server and the same keystrokes. Layout
 ``default`` sends no ``promptLayout`` option (the server's own layout); ``context`` /
 ``nocontext`` turn the cross-file context on / off (``crossFileContext``), ``packed`` /
-``plain`` the CPU matmul path (``packWeights`` on / off); any other name is sent
+``plain`` the CPU matmul path (``packWeights`` on / off), ``noprune`` verifies drafts below a
+line end in single-line completions (``engine.pruneAtLineEnd`` off); any other name is sent
 as the ``promptLayout`` initialization option; parts join with ``+``
 (``psm+nocontext``). Results are keyed ``METHOD`` for
 the first layout listed and ``METHOD@LAYOUT`` for the others; "same text as AR" and
@@ -459,7 +460,10 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
     }  # fmt: skip
     if args.engine:
         options["engine"] = json.loads(args.engine)
-    options.update(layout_options(getattr(args, "layout", DEFAULT_LAYOUT)))
+    layout = layout_options(getattr(args, "layout", DEFAULT_LAYOUT))
+    if "engine" in layout:  # --engine and the layout's, merged
+        layout["engine"] = {**options.get("engine", {}), **layout["engine"]}
+    options.update(layout)
     await client.initialize_async(
         types.InitializeParams(
             capabilities=types.ClientCapabilities(),
@@ -729,19 +733,22 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 NO_CONTEXT = "nocontext"
 CONTEXT = "context"
 PACKED, PLAIN = "packed", "plain"  # the CPU matmul path: packWeights on / off
+NO_LINE_PRUNE = "noprune"  # drafts below a line end verified even in single-line mode (an ablation)
 
 
 def layout_options(layout: str) -> dict[str, Any]:
     """Server options of a layout name: ``default`` (none: the server's own layout),
     a ``promptLayout`` (``psm``, ``anchored``), ``context`` / ``nocontext`` (cross-file
-    context on / off), ``packed`` / ``plain`` (``packWeights`` on / off),
-    or a combination joined by ``+`` (``psm+nocontext``)."""
+    context on / off), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
+    (``engine.pruneAtLineEnd`` off), or a combination joined by ``+`` (``psm+nocontext``)."""
     options: dict[str, Any] = {}
     for part in layout.split("+"):
         if part in (NO_CONTEXT, CONTEXT):
             options["crossFileContext"] = part == CONTEXT
         elif part in (PACKED, PLAIN):
             options["packWeights"] = "on" if part == PACKED else "off"
+        elif part == NO_LINE_PRUNE:
+            options.setdefault("engine", {})["pruneAtLineEnd"] = False
         elif part != DEFAULT_LAYOUT:
             options["promptLayout"] = part
     return options

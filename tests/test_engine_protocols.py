@@ -206,6 +206,9 @@ def test_nothing_is_drafted_below_a_newline_when_a_newline_ends_the_output(engin
         ref = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=20), stop_fn=rule)
         assert gen.tokens == ref.tokens and gen.text == ref.text
         assert gen.stats.draft_sizes and max(gen.stats.draft_sizes) == most, (rule, gen.stats.draft_sizes)
+    off = DecodeConfig(method="ar", max_new_tokens=20, max_draft_tokens=16, prune_at_line_end=False)  # the ablation
+    gen = generate(engine.verifier, engine.tokenizer, Chain(), prompt, off, stop_fn=block_end(0, single_line=True))
+    assert max(gen.stats.draft_sizes) == 11
     healed = block_end(0, single_line=True).after(10**6).matcher()  # its prefix never comes out
     assert not healed.newline_ends() and block_end(0, single_line=True).after(0).matcher().newline_ends()
 
