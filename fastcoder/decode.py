@@ -152,8 +152,9 @@ def generate(
             t1 = time.perf_counter()
             stats.retrieval_s += t1 - t0
             # 2. what could still be committed (nothing past max_new_tokens, nothing after a
-            # stop id, nor after a line end where one ends the output), then the budget: the best-first prefix of that with the best
-            # expected tokens/s (so a 2-token answer left does not pay for a 16-row step)
+            # stop id, nor after a line end where one ends the output), then the budget: the
+            # best-first prefix of that with the best expected tokens/s (so a 2-token answer
+            # left does not pay for a 16-row step)
             if len(tree):  # (AR never builds the token table for the newline check)
                 ending = _ending(stops, matcher, tokenizer, info) if config.prune_at_line_end else stops
                 tree = tree.limit_depth(config.max_new_tokens - len(out) - 1, ending)

@@ -13,18 +13,18 @@ the choice and its timings are reported (``fastcoder.stats``, bench reports).
 
 Why (measured 2026-11-24 on a 2-vCPU AMD EPYC with AVX512-BF16, no AMX, torch 2.13.0
 CPU, Qwen2.5-Coder-0.5B, whole ``Verifier.step`` at a 512-row cache, 1 / 4 / 8 / 16 /
-32 rows, one process per line, load ~1):
+32 rows, the four paths side by side in one process: ``tests/matmul_bench.py``):
 
 =============== ============================= ============================
 dtype           plain ``F.linear``, ms        packed, ms
 =============== ============================= ============================
-bfloat16        97 / 109 / 104 / 157 / 219    58 / 58 / 75 / 90 / 143
-float32         147 / 289 / 306 / 337 / 448   87 / 77 / 97 / 145 / 243
+bfloat16        83 / 90 / 100 / 140 / 179     55 / 58 / 71 / 89 / 138
+float32         153 / 292 / 281 / 302 / 431   101 / 90 / 120 / 136 / 226
 =============== ============================= ============================
 
-and a 512-token prefill: float32 3.4 s -> 2.3 s, bfloat16 1.31 s -> 1.25 s. The probe
-on the same machine ranks the four the same way (``lm_head`` at 1 / 16 rows: float32
-plain 40 / 102 ms, packed 19 / 29; bfloat16 plain 16 / 25, packed 12 / 17).
+and a 512-token prefill: float32 3.46 s -> 2.61 s, bfloat16 1.50 s -> 1.38 s. The
+probe on the same machine ranks the four the same way (``lm_head`` at 1 / 16 rows:
+float32 plain 40 / 102 ms, packed 19 / 29; bfloat16 plain 16 / 25, packed 12 / 17).
 
 Numerics: packing changes the order of the sums, not what is computed: float32
 outputs differ from ``F.linear`` by rounding (~1e-6 relative), bfloat16 ones were
@@ -175,7 +175,7 @@ def decide(timings: dict[str, dict[str, float]], dtypes: tuple[str, ...]) -> tup
     for dt in dtypes:
         if dt in best and dt != first and best[dt][0] < BF16_GAIN * best[first][0]:
             pick = dt
-    cost, use = best[pick]
+    use = best[pick][1]
     parts = [f"{dt} {'packed' if p else 'plain'} {c:.1f} ms" for dt, (c, p) in best.items()]
     return pick, use, "probe (1 + 16 rows): " + ", ".join(parts)
 
