@@ -12,6 +12,7 @@ export const SECTION = 'fastcoder';
 
 export const DTYPES = ['auto', 'float32', 'bfloat16'] as const;
 export const DEVICES = ['auto', 'cpu', 'cuda'] as const;
+export const PACK_WEIGHTS = ['auto', 'on', 'off'] as const;
 export const METHODS = ['fastcoder', 'ar', 'pld', 'rest'] as const;
 export const LAYOUTS = ['anchored', 'psm'] as const;
 
@@ -20,6 +21,8 @@ export interface FastCoderSettings {
     model: string;
     dtype: string;
     device: string;
+    /** CPU: linear weights packed for oneDNN (`auto`: where a probe at load measured it faster). */
+    packWeights: string;
     method: string;
     maxNewTokens: number;
     /** null/undefined: no time budget. */
@@ -43,6 +46,7 @@ export const DEFAULTS: FastCoderSettings = {
     model: 'qwen2.5-coder-0.5b',
     dtype: 'auto',
     device: 'auto',
+    packWeights: 'auto',
     method: 'fastcoder',
     maxNewTokens: 128,
     timeBudgetMs: null,
@@ -59,6 +63,7 @@ export interface InitOptions {
     model: string;
     dtype: string;
     device: string;
+    packWeights: string;
     method: string;
     maxNewTokens: number;
     timeBudgetMs?: number;
@@ -103,6 +108,7 @@ export function normalizeSettings(raw: Partial<Record<keyof FastCoderSettings, u
         model: str(raw.model) || DEFAULTS.model,
         dtype: pick(raw.dtype, DTYPES, 'auto'),
         device: pick(raw.device, DEVICES, 'auto'),
+        packWeights: pick(raw.packWeights, PACK_WEIGHTS, 'auto'),
         method: pick(raw.method, METHODS, 'fastcoder'),
         maxNewTokens: positiveInt(raw.maxNewTokens) ?? DEFAULTS.maxNewTokens,
         timeBudgetMs: positiveInt(raw.timeBudgetMs) ?? null,
@@ -122,6 +128,7 @@ export function toInitOptions(settings: FastCoderSettings): InitOptions {
         model: settings.model,
         dtype: settings.dtype,
         device: settings.device,
+        packWeights: settings.packWeights,
         method: settings.method,
         maxNewTokens: settings.maxNewTokens,
         enabled: settings.enabled,

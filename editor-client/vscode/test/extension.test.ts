@@ -132,6 +132,7 @@ describe('activate', () => {
             model: '/models/tiny',
             dtype: 'float32',
             device: 'auto',
+            packWeights: 'auto',
             method: 'fastcoder',
             maxNewTokens: 8,
             enabled: true,
