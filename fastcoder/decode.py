@@ -218,7 +218,13 @@ class _EndingIds:
         self.has_newline = has_newline
 
     def __contains__(self, token: object) -> bool:
-        return token in self.ids or (isinstance(token, int) and 0 <= token < len(self.has_newline) and bool(self.has_newline[token]))
+        if token in self.ids:
+            return True
+        try:
+            t = int(token)  # type: ignore[call-overload]  # a Python or a numpy integer
+        except (TypeError, ValueError):
+            return False
+        return 0 <= t < len(self.has_newline) and bool(self.has_newline[t])
 
 
 def _ending(stops: frozenset[int], matcher, tokenizer, info: "TokenInfo | None"):

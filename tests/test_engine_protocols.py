@@ -209,6 +209,12 @@ def test_nothing_is_drafted_below_a_newline_when_a_newline_ends_the_output(engin
     off = DecodeConfig(method="ar", max_new_tokens=20, max_draft_tokens=16, prune_at_line_end=False)  # the ablation
     gen = generate(engine.verifier, engine.tokenizer, Chain(), prompt, off, stop_fn=block_end(0, single_line=True))
     assert max(gen.stats.draft_sizes) == 11
+    import numpy as np
+
+    from fastcoder.decode import _EndingIds
+
+    ending = _EndingIds(frozenset({5}), info.has_newline)  # drafters may hand numpy integers
+    assert np.int64(newline) in ending and newline in ending and 5 in ending and np.int64(plain[0]) not in ending
     healed = block_end(0, single_line=True).after(10**6).matcher()  # its prefix never comes out
     assert not healed.newline_ends() and block_end(0, single_line=True).after(0).matcher().newline_ends()
 

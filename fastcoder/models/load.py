@@ -231,11 +231,12 @@ def _cpu_matmul(path: Path, dev: torch.device, dtype: str, torch_dtype: torch.dt
     # beat fp32 at one row and lose 2.5x at 16)
     names = ("float32", "bfloat16") if str(dtype).strip().lower() == "auto" else (name,)
     shape = _largest_matmul(path)
-    if (pack == "auto" and shape[0] * shape[1] >= matmul.PROBE_MIN_ELEMENTS) or len(names) > 1:
+    big = shape[0] * shape[1] >= matmul.PROBE_MIN_ELEMENTS
+    if (pack == "auto" and big) or len(names) > 1:
         choice = matmul.choose(names, *shape, allow_pack=pack != "off")
     else:
         choice = matmul.MatmulChoice(name, False, {}, "not probed")
-    packed = choice.packed if pack == "auto" else (pack == "on" and matmul.can_pack(getattr(torch, choice.dtype)))
+    packed = (choice.packed and big) if pack == "auto" else (pack == "on" and matmul.can_pack(getattr(torch, choice.dtype)))
     return {"dtype": choice.dtype, "packed": packed, "pack": pack, "why": choice.why, "timings": choice.timings}
 
 
