@@ -90,21 +90,23 @@ class CostCurve:
         slope = (self.seconds[-1] - self.seconds[-2]) / max(self.ks[-1] - self.ks[-2], 1)  # past the largest bucket
         return self.seconds[-1] + slope * (k - self.ks[-1])
 
-    def best_size(self, probs: list[float], calibration: float = 1.0, draft_s: float = 0.0) -> int:
+    def best_size(self, probs: list[float], calibration: float = 1.0, draft_s: float = 0.0, extra_rows: int = 0) -> int:
         """Number of leading nodes to verify (0..len(probs)): for each bucket the most
-        nodes it holds, the bucket with the best expected tokens per second."""
-        best_k, best_rate = 0, 1.0 / self.cost(0)
+        nodes it holds, the bucket with the best expected tokens per second.
+        ``extra_rows``: rows the step holds besides the root and the nodes (the prompt
+        tokens a generation's first step runs): they take bucket room and yield nothing."""
+        best_k, best_rate = 0, 1.0 / self.cost(extra_rows)
         prefix = [0.0]
         for p in probs:
             prefix.append(prefix[-1] + p)
         for kk, s in zip(self.ks, self.seconds):
-            k = min(kk, len(probs))
+            k = min(kk - extra_rows, len(probs))
             if k <= 0:
                 continue
             rate = (1.0 + calibration * prefix[k]) / (s + draft_s)
             if rate > best_rate:
                 best_k, best_rate = k, rate
-            if kk >= len(probs):
+            if kk - extra_rows >= len(probs):
                 break
         return best_k
 
@@ -136,13 +138,14 @@ class StepBudget:
             return False
         return True
 
-    def trim(self, tree: DraftTree, length: int | None = None) -> DraftTree:
+    def trim(self, tree: DraftTree, length: int | None = None, extra_rows: int = 0) -> DraftTree:
         """The best-first prefix of ``tree`` with the best expected tokens per second, for
-        a step attending ``length`` cached rows (None: the curve as measured)."""
+        a step attending ``length`` cached rows (None: the curve as measured) and holding
+        ``extra_rows`` rows besides the root and the nodes (forced prompt tokens)."""
         if self.curve is None or not len(tree):
             return tree
         curve = self.curve if length is None else self.curve.at(length)
-        tree = tree.truncate(curve.best_size(tree.probs, self.calibration))
+        tree = tree.truncate(curve.best_size(tree.probs, self.calibration, extra_rows=extra_rows))
         if len(tree):
             self._backoff = 0
         else:  # no tree paid: draft nothing for the next steps

@@ -46,6 +46,11 @@ class DecodeConfig:
     prune_at_line_end: bool = True
     """Draft nothing below a token that holds a newline while the stop rule ends the
     output at a newline (single-line completions). False only to measure what it gives."""
+    merge_prompt_tail: int = 8
+    """When at most this many prompt tokens are not in the session's KV cache (a
+    keystroke in a document the session holds), they go into the first verification
+    step together with the first draft (one forward instead of a prefill and then a
+    step; the output is the same). 0 = always prefill first (to measure what it gives)."""
     source_weights: dict[str, float] = field(default_factory=dict)
     """Trie weight of each draft source by name (``D_r``, ``D_c``, ``D_d``, ``context``,
     ``reference`` (the text after the cursor), ``buffers`` (the other open documents),
@@ -121,6 +126,9 @@ class DecodeConfig:
             raise ValueError("weight_decay must be in [0, 1)")
         if self.max_draft_tokens is not None and self.max_draft_tokens < 0:
             raise ValueError("max_draft_tokens must be >= 0")
+        tail = self.merge_prompt_tail
+        if isinstance(tail, bool) or not isinstance(tail, int) or not 0 <= tail <= 64:
+            raise ValueError("merge_prompt_tail must be an integer in [0, 64]")
         self.stop_strings = tuple(self.stop_strings)
         self.source_weights = {str(k): float(v) for k, v in dict(self.source_weights or {}).items()}
 

@@ -116,11 +116,24 @@ def generate(
     cancelled = False
     with session.lock:
         t0 = time.perf_counter()
-        extra = {k: v for k, v in (("allowed", first_allowed), ("cancel", cancel)) if v is not None}
-        first, prefilled, margin = verifier.prefill(session.kv, prompt_ids, reserve=config.max_new_tokens, **extra)
+        # the last prompt tokens go with the first draft into the first step (one forward,
+        # not a prefill and then a step) when only a few are not cached (a keystroke in a
+        # document whose prompt the session holds); otherwise the prefill runs them all
+        # and its last row gives the first token, as AR's
+        tail: list[int] = []
+        if config.max_new_tokens > 0 and config.merge_prompt_tail > 0:
+            uncached = verifier.begin(session.kv, prompt_ids, reserve=config.max_new_tokens)
+            if uncached <= config.merge_prompt_tail:
+                tail = [int(t) for t in prompt_ids[len(prompt_ids) - uncached :]]
+        if tail:
+            first, prefilled, margin = None, len(tail), None
+            stats.merged_tail = len(tail)
+        else:
+            extra = {k: v for k, v in (("allowed", first_allowed), ("cancel", cancel)) if v is not None}
+            first, prefilled, margin = verifier.prefill(session.kv, prompt_ids, reserve=config.max_new_tokens, **extra)
         stats.prefill_s = time.perf_counter() - t0
         stats.prefill_tokens = prefilled
-        if first is None:  # cancelled between prefill chunks (what was prefilled stays cached)
+        if first is None and not tail:  # cancelled between prefill chunks (what was prefilled stays cached)
             stats.stop_reason = "cancelled"
             stats.new_tokens = 0
             stats.total_s = time.perf_counter() - t_start
@@ -130,7 +143,7 @@ def generate(
             margins.append(margin)
         st = DraftState(list(prompt_ids), len(prompt_ids), config, session, stats, info)
         drafter.start(st)
-        done = config.max_new_tokens <= 0 or commit([first])
+        done = config.max_new_tokens <= 0 or (first is not None and commit([first]))
         st.tokens.extend(out)
         if out:  # the prefill's token is output too: drafters must see it
             drafter.update(st, DraftTree(), [], list(out))
@@ -158,14 +171,18 @@ def generate(
             if len(tree):  # (AR never builds the token table for the newline check)
                 ending = _ending(stops, matcher, tokenizer, info) if config.prune_at_line_end else stops
                 tree = tree.limit_depth(config.max_new_tokens - len(out) - 1, ending)
-            tree = budget.trim(tree, len(prompt_ids) + len(out))  # the rows the step attends
-            if len(tree) > verifier.max_nodes:  # the largest bucket (best-first: still a tree)
-                tree = tree.truncate(verifier.max_nodes)
+            forced = tail[1:]  # the first step's prompt rows after its root (then none)
+            tree = budget.trim(tree, len(prompt_ids) + len(out), extra_rows=len(forced))  # rows the step attends
+            if len(tree) > verifier.max_nodes - len(forced):  # the largest bucket (best-first: still a tree)
+                tree = tree.truncate(verifier.max_nodes - len(forced))
             t2 = time.perf_counter()
             stats.tree_s += t2 - t1
             # 3. verify: inputs, forward, acceptance walk, KV compaction
-            root = st.tokens[-1]
-            step = verifier.step(session.kv, root, tree)
+            if tail:  # the first step: the prompt's uncached tail, then the draft
+                step = verifier.step(session.kv, tail[0], tree, forced=forced, allowed=first_allowed)
+                tail = []
+            else:
+                step = verifier.step(session.kv, st.tokens[-1], tree)
             t3 = time.perf_counter()
             if split:
                 prep, fwd, walk, compact = verifier.last_split
@@ -193,7 +210,8 @@ def generate(
             drafter.update(st, tree, step.accepted, committed)
             t4 = time.perf_counter()
             stats.accept_s += t4 - t3
-            stats.note_step(verifier.bucket(len(tree) + 1) if hasattr(verifier, "bucket") else len(tree) + 1, t4 - t0)
+            rows = len(tree) + 1 + len(forced)
+            stats.note_step(verifier.bucket(rows) if hasattr(verifier, "bucket") else rows, t4 - t0)
             if on_step is not None:
                 on_step(committed, stats)
         if not stats.stop_reason:

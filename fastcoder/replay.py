@@ -39,11 +39,18 @@ class ReplayVerifier:
     def _at(self, p: int) -> int:
         return self.stream[p] if p < len(self.stream) else self.eos
 
+    def begin(self, kv: Any, prompt_ids: Sequence[int], reserve: int | None = None) -> int:
+        """Nothing is cached (a recorded run is replayed from its prompt alone)."""
+        self.pos = 0
+        return len(prompt_ids)
+
     def prefill(self, kv: Any, prompt_ids: Sequence[int], reserve: int | None = None, **_: Any):
         self.pos = 1
         return self._at(0), len(prompt_ids), None
 
-    def step(self, kv: Any, root: int, tree: DraftTree) -> StepResult:
+    def step(self, kv: Any, root: int, tree: DraftTree, *, forced: Sequence[int] = (), allowed: Any = None) -> StepResult:
+        """``forced`` (prompt tokens) and ``allowed`` (token healing) are already in the
+        recorded output's making: the walk follows the recorded tokens from ``pos``."""
         children = tree.children()
         row, p, accepted = 0, self.pos, []
         while p < len(self.stream) and row < len(children):

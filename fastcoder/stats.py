@@ -15,6 +15,7 @@ class GenStats:
     forward_steps: int = 0  # decode forwards (prefill excluded)
     draft_tokens: int = 0  # draft nodes verified in total
     prefill_s: float = 0.0
+    merged_tail: int = 0  # prompt tokens run in the first decode step with the first draft (0: the prefill gave the first token)
     # the decode phase's time split; with other_s they sum to decode_s exactly
     retrieval_s: float = 0.0  # drafting (retrieval, CACHE, trie)
     tree_s: float = 0.0  # budget trim of the tree
@@ -63,13 +64,18 @@ class GenStats:
     def mean_accept_len(self) -> float:
         """Tokens committed per decode forward (the paper's L/F; >= 1)."""
         steps = self.forward_steps
-        # the first token comes from the prefill forward
-        return (self.new_tokens - 1) / steps if steps else float(self.new_tokens > 0)
+        # the first token comes from the prefill forward, or (merged_tail) from the first step
+        return (self.new_tokens - self._from_prefill) / steps if steps else float(self.new_tokens > 0)
+
+    @property
+    def _from_prefill(self) -> int:
+        """Output tokens the prefill forward gave (1, or 0 when the prompt's tail ran in the first step)."""
+        return 0 if self.merged_tail else min(1, self.new_tokens)
 
     @property
     def ms_per_token(self) -> float:
         """Decode-phase ms per token (prefill excluded, as in the paper)."""
-        toks = max(self.new_tokens - 1, 1)
+        toks = max(self.new_tokens - self._from_prefill, 1)
         return 1000.0 * self.decode_s / toks
 
     @property

@@ -276,8 +276,15 @@ class Verifier:
         with self._lock, torch.inference_mode():
             return self._prefill(kv, ids, reserve, allowed, cancel)
 
-    def _prefill(self, kv: KVState, ids: Sequence[int], reserve: int | None, allowed=None, cancel=None):
-        ids = [int(t) for t in ids]
+    def begin(self, kv: KVState, ids: Sequence[int], reserve: int | None = None) -> int:
+        """Keep the longest common prefix of ``kv`` and ``ids`` in place (at most all but
+        the last of ``ids``: a forward needs at least one new token), size the cache for
+        ``ids`` + ``reserve`` new tokens + the largest bucket, and return how many of
+        ``ids`` are not cached. Host-side work only, no forward."""
+        with self._lock:
+            return self._begin(kv, [int(t) for t in ids], reserve)
+
+    def _begin(self, kv: KVState, ids: list[int], reserve: int | None) -> int:
         if not ids:
             raise ValueError("empty prompt")
         common = 0
@@ -287,8 +294,14 @@ class Verifier:
         kv.truncate(common)
         reserve = DEFAULT_RESERVE if reserve is None else max(0, int(reserve))
         self._ensure(kv, common, len(ids) + reserve + self.buckets[-1])
+        kv.cache.length = common
+        return len(ids) - common
+
+    def _prefill(self, kv: KVState, ids: Sequence[int], reserve: int | None, allowed=None, cancel=None):
+        ids = [int(t) for t in ids]
+        n = self._begin(kv, ids, reserve)
+        common = len(ids) - n
         cache = kv.cache
-        n = len(ids) - common
         start = common
         logits = None
         while start < len(ids):
@@ -411,19 +424,35 @@ class Verifier:
         return {"mode": "cuda-graphs" if self.use_graphs else "eager", "captured": sorted(self.graph_captured),
                 "failed": {str(b): e for b, e in sorted(self.graph_failures.items())}}  # fmt: skip
 
-    def step(self, kv: KVState, root: int, tree: DraftTree) -> StepResult:
-        """Verify ``tree`` below ``root`` (the last committed token, not yet in kv)."""
-        with self._lock, torch.inference_mode():
-            return self._step(kv, root, tree)
+    def step(
+        self,
+        kv: KVState,
+        root: int,
+        tree: DraftTree,
+        *,
+        forced: Sequence[int] = (),
+        allowed: Sequence[int] | None = None,
+    ) -> StepResult:
+        """Verify ``tree`` below ``root`` (the last committed token, not yet in kv).
 
-    def _step(self, kv: KVState, root: int, tree: DraftTree) -> StepResult:
+        ``forced``: tokens that follow ``root`` and are committed whatever the model says
+        (the last prompt tokens, when the first step of a generation runs them together
+        with the first draft: one forward instead of a prefill and a step); the tree
+        hangs below the last of them. ``allowed``: the first token after ``root`` and
+        ``forced`` is the greedy choice among these ids only (token healing, as in
+        :meth:`prefill`). ``StepResult.accepted`` holds tree nodes only."""
+        with self._lock, torch.inference_mode():
+            return self._step(kv, root, tree, [int(t) for t in forced], allowed)
+
+    def _step(self, kv: KVState, root: int, tree: DraftTree, forced: list[int] = (), allowed=None) -> StepResult:
         t0 = time.perf_counter()
         cache = kv.cache
         if cache is None:
             raise ValueError("prefill first")
         past = len(kv.ids)
+        f = len(forced)  # rows 1..f: the forced chain; rows f+1..f+n: the tree's nodes
         n = len(tree)
-        b = self.bucket(n + 1)
+        b = self.bucket(f + n + 1)
         if past + b > cache.capacity:
             self._ensure(kv, past, past + b + DEFAULT_RESERVE)
             cache = kv.cache
@@ -431,11 +460,15 @@ class Verifier:
         h = self._host_in
         h[: 3 * b].zero_()
         h[0] = root
+        if f:
+            h[1 : f + 1] = torch.tensor(forced, dtype=torch.long)
+            h[b + 1 : b + f + 1] = torch.arange(0, f)
+            h[2 * b + 1 : 2 * b + f + 1] = torch.arange(1, f + 1)
         if n:
-            h[1 : n + 1] = torch.tensor(tree.tokens, dtype=torch.long)
-            h[b + 1 : b + n + 1] = torch.tensor(tree.parents, dtype=torch.long) + 1
-            h[2 * b + 1 : 2 * b + n + 1] = torch.tensor(tree.depths, dtype=torch.long)
-        h[b + n + 1 : 2 * b] = torch.arange(n + 1, b)
+            h[f + 1 : f + n + 1] = torch.tensor(tree.tokens, dtype=torch.long)
+            h[b + f + 1 : b + f + n + 1] = torch.tensor(tree.parents, dtype=torch.long) + (f + 1)
+            h[2 * b + f + 1 : 2 * b + f + n + 1] = torch.tensor(tree.depths, dtype=torch.long) + f
+        h[b + f + n + 1 : 2 * b] = torch.arange(f + n + 1, b)
         h[3 * b] = past
         self._dev_in[: 3 * b].copy_(h[: 3 * b], non_blocking=True)
         self._dev_in[3 * b].copy_(h[3 * b], non_blocking=True)
@@ -443,25 +476,37 @@ class Verifier:
         logits, greedy_dev = self._run_step(cache, b, past)
         greedy = greedy_dev.tolist()  # the one device->host transfer
         t2 = time.perf_counter()
-        self.last_logits = logits[: n + 1]
-        # walk the tree
+        self.last_logits = logits[f : f + n + 1]  # rows: the tree's root (the last forced token or root), its nodes
+        first_margin = None
+        if allowed is not None:  # token healing: the first new token among the allowed ids only
+            allowed_t = torch.as_tensor(np.asarray(allowed, dtype=np.int64), device=self.device)
+            if allowed_t.numel() == 0:
+                raise ValueError("no allowed token for the first position")
+            sub = logits[f].index_select(0, allowed_t)
+            greedy[f] = int(allowed_t[int(self._greedy(sub))])
+            if self.record_margins:
+                first_margin = self._margin(sub) if sub.numel() > 1 else None
+        # walk the tree: tree row t (0 = its root, i + 1 = node i) is input row t + f
         children = tree.children()
         accepted: list[int] = []
-        row = 0  # row of the current node in the input (0 = root)
+        row = 0
         while True:
-            nxt = children[row].get(greedy[row]) if row < len(children) else None
+            nxt = children[row].get(greedy[row + f]) if row < len(children) else None
             if nxt is None:
                 break
             accepted.append(nxt)
             row = nxt + 1
-        bonus = greedy[row]
+        bonus = greedy[row + f]
         margins = None
         if self.record_margins:
-            margins = [self._margin(logits[r]) for r in [0] + [i + 1 for i in accepted]]
+            margins = [self._margin(logits[r + f]) for r in [0] + [i + 1 for i in accepted]]
+            if allowed is not None:
+                margins[0] = first_margin
         t3 = time.perf_counter()
-        # KV compaction: the root stays at row `past`; accepted node rows move up behind it
-        src = [past + 1 + i for i in accepted]
-        dst = list(range(past + 1, past + 1 + len(accepted)))
+        # KV compaction: root and forced rows stay at rows past..past+f; accepted node rows
+        # move up behind them
+        src = [past + f + 1 + i for i in accepted]
+        dst = list(range(past + f + 1, past + f + 1 + len(accepted)))
         if src != dst:
             k = len(src)
             hm = self._host_mv
@@ -470,7 +515,7 @@ class Verifier:
             # the stream before this host buffer is written again)
             self._dev_mv[: 2 * k].copy_(hm[: 2 * k], non_blocking=True)
             cache.move_rows(self._dev_mv[:k], self._dev_mv[k : 2 * k])
-        kv.ids = kv.ids + [root] + [tree.tokens[i] for i in accepted]
+        kv.ids = kv.ids + [root] + forced + [tree.tokens[i] for i in accepted]
         cache.length = len(kv.ids)
         self.last_split = (t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3)
         return StepResult(accepted=accepted, bonus=int(bonus), margins=margins)

@@ -27,7 +27,9 @@ file, every (method, layout) pair gets a fresh server and the same keystrokes. L
 ``default`` sends no ``promptLayout`` option (the server's own layout); ``context`` /
 ``nocontext`` turn the cross-file context on / off (``crossFileContext``), ``packed`` /
 ``plain`` the CPU matmul path (``packWeights`` on / off), ``noprune`` verifies drafts below a
-line end in single-line completions (``engine.pruneAtLineEnd`` off); any other name is sent
+line end in single-line completions (``engine.pruneAtLineEnd`` off), ``nomerge`` prefills a
+keystroke's new prompt tokens before the first step instead of in it
+(``engine.mergePromptTail`` 0); any other name is sent
 as the ``promptLayout`` initialization option; parts join with ``+``
 (``psm+nocontext``). Results are keyed ``METHOD`` for
 the first layout listed and ``METHOD@LAYOUT`` for the others; "same text as AR" and
@@ -734,13 +736,15 @@ NO_CONTEXT = "nocontext"
 CONTEXT = "context"
 PACKED, PLAIN = "packed", "plain"  # the CPU matmul path: packWeights on / off
 NO_LINE_PRUNE = "noprune"  # drafts below a line end verified even in single-line mode (an ablation)
+NO_MERGE = "nomerge"  # the prompt's uncached tail prefilled before the first step, not in it (an ablation)
 
 
 def layout_options(layout: str) -> dict[str, Any]:
     """Server options of a layout name: ``default`` (none: the server's own layout),
     a ``promptLayout`` (``psm``, ``anchored``), ``context`` / ``nocontext`` (cross-file
     context on / off), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
-    (``engine.pruneAtLineEnd`` off), or a combination joined by ``+`` (``psm+nocontext``)."""
+    (``engine.pruneAtLineEnd`` off), ``nomerge`` (``engine.mergePromptTail`` 0), or a
+    combination joined by ``+`` (``psm+nocontext``)."""
     options: dict[str, Any] = {}
     for part in layout.split("+"):
         if part in (NO_CONTEXT, CONTEXT):
@@ -749,6 +753,8 @@ def layout_options(layout: str) -> dict[str, Any]:
             options["packWeights"] = "on" if part == PACKED else "off"
         elif part == NO_LINE_PRUNE:
             options.setdefault("engine", {})["pruneAtLineEnd"] = False
+        elif part == NO_MERGE:
+            options.setdefault("engine", {})["mergePromptTail"] = 0
         elif part != DEFAULT_LAYOUT:
             options["promptLayout"] = part
     return options

@@ -82,17 +82,46 @@ class EagerVerifier:
         # last committed token (the first generated one) is *not* in the cache.
         return int(torch.argmax(logits)), len(new), (self._margin(logits) if self.record_margins else None)
 
+    def begin(self, kv: EagerKV, ids: Sequence[int], reserve: int | None = None) -> int:
+        """Keep the longest common prefix of ``kv`` and ``ids`` (at most all but the last
+        token); return how many of ``ids`` are not cached."""
+        ids = [int(t) for t in ids]
+        common = 0
+        if kv.cache is not None:
+            limit = min(len(kv.ids), len(ids) - 1)
+            while common < limit and kv.ids[common] == ids[common]:
+                common += 1
+            drop = len(kv.ids) - common
+            if common == 0:
+                kv.reset()
+            elif drop:
+                kv.cache.crop(-drop)
+                kv.ids = kv.ids[:common]
+        if kv.cache is None:
+            kv.cache = DynamicCache(config=self.model.config)
+            kv.ids = []
+        return len(ids) - common
+
     # ---------------------------------------------------------------- one step
     @torch.inference_mode()
-    def step(self, kv: EagerKV, root: int, tree: DraftTree) -> StepResult:
-        """Verify ``tree`` below ``root`` (the last committed token, not yet in kv)."""
+    def step(self, kv: EagerKV, root: int, tree: DraftTree, *, forced: Sequence[int] = (), allowed=None) -> StepResult:
+        """Verify ``tree`` below ``root`` (the last committed token, not yet in kv).
+        ``forced`` tokens follow ``root`` and are kept whatever the model says; the tree
+        hangs below them (run as one tree: the chain of forced tokens, ``tree`` below it).
+        ``allowed``: the first token after them is the greedy choice among these ids."""
+        forced = [int(t) for t in forced]
+        f = len(forced)
+        chain = DraftTree.chain(forced, "forced")
+        whole = DraftTree(chain.tokens + tree.tokens, chain.parents + [p + f if p >= 0 else f - 1 for p in tree.parents],
+                          chain.depths + [d + f for d in tree.depths], chain.sources + tree.sources,
+                          chain.probs + tree.probs)  # fmt: skip
         past = len(kv.ids)
-        q = len(tree) + 1
-        input_ids = torch.tensor([[root] + tree.tokens], dtype=torch.long, device=self.device)
-        position_ids = tree.position_ids(past, self.device)
+        q = len(whole) + 1
+        input_ids = torch.tensor([[root] + whole.tokens], dtype=torch.long, device=self.device)
+        position_ids = whole.position_ids(past, self.device)
         kwargs = {}
-        if len(tree):
-            kwargs["attention_mask"] = tree.attention_mask(past, self.dtype, self.device)
+        if len(whole):
+            kwargs["attention_mask"] = whole.attention_mask(past, self.dtype, self.device)
         out = self.model(
             input_ids=input_ids,
             position_ids=position_ids,
@@ -101,32 +130,35 @@ class EagerVerifier:
             **kwargs,
         )
         logits = out.logits[0]
-        self.last_logits = logits
+        self.last_logits = logits[f:]
         greedy = torch.argmax(logits, dim=-1).tolist()  # argmax in the model's dtype: exact, no copy
-        # walk the tree
+        if allowed is not None:
+            a = torch.as_tensor(list(allowed), dtype=torch.long, device=self.device)
+            greedy[f] = int(a[int(torch.argmax(logits[f].index_select(0, a)))])
+        # walk the tree from its root (input row f)
         children = tree.children()
         accepted: list[int] = []
-        row = 0  # row of the current node in the input (0 = root)
+        row = 0  # tree row (0 = its root, i + 1 = node i) = input row row + f
         while True:
-            nxt = children[row].get(greedy[row]) if row < len(children) else None
+            nxt = children[row].get(greedy[row + f]) if row < len(children) else None
             if nxt is None:
                 break
             accepted.append(nxt)
             row = nxt + 1
-        bonus = greedy[row]
+        bonus = greedy[row + f]
         margins = None
         if self.record_margins:
-            rows = [0] + [i + 1 for i in accepted]
+            rows = [f] + [i + 1 + f for i in accepted]
             margins = [self._margin(logits[r]) for r in rows]
-        # KV compaction: keep past + root + accepted nodes
-        keep_rows = [0] + [i + 1 for i in accepted]
+        # KV compaction: keep past + root + forced + accepted nodes
+        keep_rows = list(range(f + 1)) + [i + 1 + f for i in accepted]
         if len(keep_rows) < q:
             idx = torch.tensor(list(range(past)) + [past + r for r in keep_rows], device=self.device)
             for layer in kv.cache.layers:
                 if getattr(layer, "keys", None) is not None and layer.keys.numel():
                     layer.keys = layer.keys.index_select(-2, idx)
                     layer.values = layer.values.index_select(-2, idx)
-        kv.ids = kv.ids + [root] + [tree.tokens[i] for i in accepted]
+        kv.ids = kv.ids + [root] + forced + [tree.tokens[i] for i in accepted]
         return StepResult(accepted=accepted, bonus=int(bonus), margins=margins)
 
     @staticmethod
