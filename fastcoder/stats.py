@@ -65,17 +65,18 @@ class GenStats:
         """Tokens committed per decode forward (the paper's L/F; >= 1)."""
         steps = self.forward_steps
         # the first token comes from the prefill forward, or (merged_tail) from the first step
-        return (self.new_tokens - self._from_prefill) / steps if steps else float(self.new_tokens > 0)
+        return self.decoded_tokens / steps if steps else float(self.new_tokens > 0)
 
     @property
-    def _from_prefill(self) -> int:
-        """Output tokens the prefill forward gave (1, or 0 when the prompt's tail ran in the first step)."""
-        return 0 if self.merged_tail else min(1, self.new_tokens)
+    def decoded_tokens(self) -> int:
+        """Output tokens the decode steps gave: all but the prefill's one (all of them
+        when the prompt's tail ran in the first step)."""
+        return self.new_tokens if self.merged_tail else max(self.new_tokens - 1, 0)
 
     @property
     def ms_per_token(self) -> float:
         """Decode-phase ms per token (prefill excluded, as in the paper)."""
-        toks = max(self.new_tokens - self._from_prefill, 1)
+        toks = max(self.decoded_tokens, 1)
         return 1000.0 * self.decode_s / toks
 
     @property
@@ -98,6 +99,7 @@ class GenStats:
         d["step_by_bucket"] = {str(k): v for k, v in sorted(self.step_by_bucket.items())}
         d.update(
             decode_s=self.decode_s,
+            decoded_tokens=self.decoded_tokens,
             mean_accept_len=self.mean_accept_len,
             ms_per_token=self.ms_per_token,
             search_overlap=self.search_overlap,

@@ -662,7 +662,9 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for s in samples:
         for k, v in (s.accepted_by_source or {}).items():
             by_source[k] = by_source.get(k, 0) + int(v)
-    decoded = max(new_tokens - gens, 0)
+    # tokens the decode steps gave (a server without the counter: all but each generation's first)
+    decoded = sum(r["stats"]["total"].get("decodedTokens", max(r["stats"]["total"].get("newTokens", 0)
+                  - r["stats"]["total"].get("generations", 0), 0)) for r in runs)  # fmt: skip
     everything = [s.seconds for s in samples]
     prefill_tokens = [float(s.prefill_tokens) for s in model]
     after_accept = [s for s in samples if s.after_accept]

@@ -365,7 +365,7 @@ def _replay(args: argparse.Namespace) -> dict:
                 log.warning("%s on %s: replay output differs from the reference (stop rule?)", nm, task.id)
             st = gen.stats
             row = rows[nm]
-            row["tokens"] += max(st.new_tokens - 1, 0)
+            row["tokens"] += st.decoded_tokens
             row["steps"] += st.forward_steps
             row["est_s"] += sum(curve.cost(k) for k in st.draft_sizes) + st.retrieval_s
             row["retr_s"] += st.search_wall_s

@@ -22,7 +22,7 @@ def _percentile(values: list[float], q: float) -> float | None:
 class MethodCounters:
     generations: int = 0
     new_tokens: int = 0
-    decoded_tokens: int = 0  # new tokens after the first (which comes from the prefill)
+    decoded_tokens: int = 0  # new tokens the decode steps gave (all but the prefill's first, if it gave one)
     forward_steps: int = 0
     draft_tokens: int = 0
     accepted_draft_tokens: int = 0
@@ -35,7 +35,7 @@ class MethodCounters:
     def add(self, st: GenStats) -> None:
         self.generations += 1
         self.new_tokens += st.new_tokens
-        self.decoded_tokens += max(st.new_tokens - 1, 0)
+        self.decoded_tokens += st.decoded_tokens
         self.forward_steps += st.forward_steps
         self.draft_tokens += st.draft_tokens
         self.accepted_draft_tokens += sum(st.accept_lengths)
@@ -50,6 +50,7 @@ class MethodCounters:
         return {
             "generations": self.generations,
             "newTokens": self.new_tokens,
+            "decodedTokens": decoded,
             "forwardSteps": self.forward_steps,
             "draftTokens": self.draft_tokens,
             "acceptedDraftTokens": self.accepted_draft_tokens,

@@ -142,6 +142,9 @@ def test_generate_merged_and_prefilled_first_steps_give_the_same_tokens(tiny_mod
             assert gm.stats.merged_tail == uncached == gm.stats.prefill_tokens
             if method == "ar":
                 assert gm.stats.forward_steps == gp.stats.forward_steps + 1 == len(gm.tokens)
+                # one token per forward either way: the first one came from a step, not the prefill
+                assert gm.stats.decoded_tokens == len(gm.tokens) and gm.stats.mean_accept_len == 1.0
+                assert gp.stats.decoded_tokens == len(gp.tokens) - 1 and gp.stats.mean_accept_len == 1.0
         else:
             assert gm.stats.merged_tail == 0
     assert saw_merge

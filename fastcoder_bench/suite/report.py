@@ -28,6 +28,9 @@ TOP_KEYS = ("machine", "model", "dtype", "tasks", "methods", "per_task")
 
 
 def _decode_tokens(stats: dict) -> int:
+    """Tokens the decode steps gave (older records: all but the prefill's first)."""
+    if "decoded_tokens" in stats:
+        return int(stats["decoded_tokens"])
     return max(int(stats["new_tokens"]) - 1, 0)
 
 
