@@ -52,22 +52,7 @@ class EagerVerifier:
         so there are logits). Returns (next token, tokens actually prefilled, margin).
         """
         ids = [int(t) for t in ids]
-        if not ids:
-            raise ValueError("empty prompt")
-        common = 0
-        if kv.cache is not None:
-            limit = min(len(kv.ids), len(ids) - 1)
-            while common < limit and kv.ids[common] == ids[common]:
-                common += 1
-            drop = len(kv.ids) - common
-            if common == 0:
-                kv.reset()
-            elif drop:
-                kv.cache.crop(-drop)
-        if kv.cache is None:
-            kv.cache = DynamicCache(config=self.model.config)
-            kv.ids = []
-            common = 0
+        common = len(ids) - self.begin(kv, ids)
         new = ids[common:]
         input_ids = torch.tensor([new], dtype=torch.long, device=self.device)
         pos = torch.arange(common, len(ids), device=self.device).unsqueeze(0)
@@ -86,6 +71,8 @@ class EagerVerifier:
         """Keep the longest common prefix of ``kv`` and ``ids`` (at most all but the last
         token); return how many of ``ids`` are not cached."""
         ids = [int(t) for t in ids]
+        if not ids:
+            raise ValueError("empty prompt")
         common = 0
         if kv.cache is not None:
             limit = min(len(kv.ids), len(ids) - 1)
