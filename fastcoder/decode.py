@@ -2,12 +2,15 @@
 
 Read top to bottom::
 
-    first = prefill(prompt)                      # KV prefix reuse via the session
+    first = prefill(prompt)                      # KV prefix reuse via the session; or, when at
+                                                 # most merge_prompt_tail tokens are not cached,
+                                                 # no prefill: they ride in the first step
     while not stopped:
         tree  = drafter.draft(tokens)            # may be empty (AR)
         tree  = what could be committed          # depth <= tokens left, nothing after a stop id
         tree  = trim(tree, cost curve)           # the bucket with the best expected tokens/s
         step  = verifier.step(kv, last, tree)    # one fixed-shape forward, acceptance, KV compaction
+                                                 # (first step: forced prompt rows, then the tree)
         new   = accepted tokens + bonus token
         commit new tokens one by one, stopping exactly where AR would stop
         drafter.update(...)                      # CACHE, live context, re-sync

@@ -1,7 +1,10 @@
 """Tree-attention verification over a static KV cache, with fixed shapes.
 
 State: the KV cache holds every committed token but the last one (``root``), whose
-logits are computed by the next forward together with the draft tree. One step:
+logits are computed by the next forward together with the draft tree. A generation's
+first step may also carry *forced* rows: the few prompt tokens after ``root`` that the
+cache does not hold yet (``step(..., forced=...)``), committed whatever the model says,
+with the tree below the last of them. One step:
 
 1. the tree is padded to a *bucket* of query rows (1, 4, 8, 16, 32, 64, 128); row 0 is
    the root, rows 1..n the nodes, the rest padding that sees only itself;
