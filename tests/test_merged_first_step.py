@@ -117,7 +117,8 @@ def test_token_healing_restricts_the_first_token_in_a_merged_step(tiny_model):
 def test_generate_merged_and_prefilled_first_steps_give_the_same_tokens(tiny_model, tiny_tokenizer, method):
     """A session answers a prompt, then prompts that extend it by 1..12 tokens (typing):
     with the tail merged into the first step and without, the same tokens every time;
-    merged, the prefill forward is gone (one forward fewer) whenever the tail is short."""
+    merged (a short tail), there is no prefill forward: the first token comes from the
+    first step (for AR one step more and no prefill, so the same number of forwards)."""
     engine = Engine(tiny_model, tiny_tokenizer, name="tiny")
     rng = random.Random(7)
     vocab = len(tiny_tokenizer)
