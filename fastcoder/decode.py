@@ -150,7 +150,7 @@ def generate(
         st.tokens.extend(out)
         if out:  # the prefill's token is output too: drafters must see it
             drafter.update(st, DraftTree(), [], list(out))
-        budget = StepBudget(cost_curve, config.max_draft_tokens is None and drafter.adaptive_budget, session.calibration)
+        budget = StepBudget(cost_curve, config.max_draft_tokens is None and drafter.adaptive_budget, session.acceptance)
         split = getattr(verifier, "last_split", None) is not None
         while not done:
             if cancel is not None and cancel.is_set():
@@ -205,7 +205,7 @@ def generate(
             for i in step.accepted:
                 stats.accepted_by_source[tree.sources[i]] += 1
             stats.accept_lengths.append(len(step.accepted))
-            budget.observe(tree, len(step.accepted))
+            budget.observe(tree, step.accepted)
             n_before = len(out)
             done = commit(new)
             committed = out[n_before:]
@@ -219,7 +219,6 @@ def generate(
                 on_step(committed, stats)
         if not stats.stop_reason:
             stats.stop_reason = "max_new_tokens"
-        session.calibration = budget.calibration
     drafter.close()
     text = tokenizer.decode(out, skip_special_tokens=True)
     if cut_text is not None:

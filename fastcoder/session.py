@@ -12,6 +12,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from fastcoder.budget import AcceptanceModel
 from fastcoder.config import DecodeConfig
 from fastcoder.ngram import NgramIndex
 from fastcoder.source_weights import SourceWeights
@@ -56,9 +57,9 @@ class Session:
         self.rng = random.Random(cfg.seed)
         self.weights = SourceWeights(cfg.weight_decay)  # learned trie weight per draft source
         self.kv = KVState()
-        # the draft budget's learned calibration of the trie's acceptance estimates
-        # (budget.StepBudget), carried from one generation to the next; None: not learned yet
-        self.calibration: float | None = None
+        # how likely drafts are to be accepted, learned by the draft budget
+        # (budget.AcceptanceModel), carried from one generation to the next
+        self.acceptance = AcceptanceModel()
         self.lock = threading.Lock()  # one generation at a time per session
 
     def reset(self) -> None:
@@ -66,7 +67,7 @@ class Session:
         self.missing.clear()
         self.weights.clear()
         self.kv.reset()
-        self.calibration = None
+        self.acceptance = AcceptanceModel()
 
 
 @dataclass

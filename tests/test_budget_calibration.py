@@ -1,37 +1,95 @@
-"""The draft budget's calibration: learned from what is accepted, carried by the session."""
+"""The draft budget's acceptance model: learned from what is accepted, carried by the session."""
 
 from __future__ import annotations
 
-from fastcoder.budget import CostCurve, StepBudget
+import random
+
+from fastcoder.budget import AcceptanceModel, CostCurve, StepBudget
 from fastcoder.session import Session
-from fastcoder.trie import DraftTree
+from fastcoder.trie import DraftTree, WeightedTrie
 
 # a CPU-like curve: any tree costs at least twice an AR step
 CURVE = CostCurve(ks=[0, 3, 7, 15, 31], seconds=[0.10, 0.21, 0.22, 0.29, 0.37])
+# a flat one: 4 rows cost what 1 row does (bf16 with packed weights on an AVX512-BF16 CPU)
+FLAT = CostCurve(ks=[0, 3, 7, 15, 31], seconds=[0.052, 0.052, 0.060, 0.088, 0.135])
 
 
 def _chain(n: int) -> DraftTree:
     return DraftTree.chain(range(100, 100 + n), "context", prob=1.0)
 
 
-def test_over_optimistic_trees_are_trimmed_after_rejections() -> None:
+def test_rejected_trees_are_trimmed_to_nothing() -> None:
     budget = StepBudget(CURVE)
-    tree = _chain(31)
-    assert len(budget.trim(tree)) > 0  # fresh: trusts the trie enough to draft
+    assert len(budget.trim(_chain(31))) > 0  # fresh: trusts a one-source chain enough to draft
     for _ in range(20):
-        budget.observe(tree, 0)  # nothing ever accepted
-    assert budget.calibration < 0.01
+        tree = budget.trim(_chain(31))
+        if not len(tree):
+            break
+        budget.observe(tree, [])  # its first node never accepted
     assert len(budget.trim(_chain(31))) == 0  # no tree pays any more: draft nothing
+    assert budget.acceptance.q(1, 1.0) < AcceptanceModel.PRIOR_SCALE  # learned down from the prior
 
 
-def test_session_carries_the_calibration_and_reset_forgets_it() -> None:
+def test_accepted_chains_earn_deeper_trees() -> None:
+    budget = StepBudget(FLAT)
+    fresh = len(budget.trim(_chain(31)))
+    assert fresh == 3  # 0.6, 0.36, 0.22 expected tokens: free in bucket 4, not worth bucket 8
+    for _ in range(30):
+        tree = budget.trim(_chain(31))
+        budget.observe(tree, list(range(len(tree))))  # always all accepted
+    assert len(budget.trim(_chain(31))) > fresh
+    assert budget.acceptance.q(2, 1.0) > 0.9
+
+
+def test_only_tested_nodes_are_counted() -> None:
+    m = AcceptanceModel()
+    # root -> a (0) -> b (1); root -> c (2): a rejected, so b was never tested
+    m.observe([1, 2, 1], [-1, 0, -1], [1.0, 1.0, 0.5], [])
+    assert m.cells[m._cell(1, 1.0)] == [1, 0] and m.cells[m._cell(1, 0.5)] == [1, 0]
+    assert m._cell(2, 1.0) not in m.cells
+    m.observe([1, 2, 1], [-1, 0, -1], [1.0, 1.0, 0.5], [0, 1])
+    assert m.cells[m._cell(1, 1.0)] == [2, 1] and m.cells[m._cell(2, 1.0)] == [1, 1]
+
+
+def test_rescore_keeps_the_tree_and_orders_it_best_first() -> None:
+    rng = random.Random(0)
+    m = AcceptanceModel()
+    m.observe([1, 2, 3], [-1, 0, 1], [1.0, 1.0, 1.0], [0, 1, 2])  # some learned cells too
+    for _ in range(50):
+        trie = WeightedTrie()
+        for _ in range(rng.randint(1, 6)):
+            path = tuple(rng.randint(1, 4) for _ in range(rng.randint(1, 6)))
+            trie.add([(path[:d], 1) for d in range(1, len(path) + 1)], "D_r", weight=rng.random() + 0.1)
+        tree = trie.select(64)
+        out, shares = m.rescore(tree)
+
+        def paths(t):
+            res = []
+            for i in range(len(t)):
+                p, seq = i, []
+                while p >= 0:
+                    seq.append(t.tokens[p])
+                    p = t.parents[p]
+                res.append(tuple(reversed(seq)))
+            return res
+
+        assert sorted(paths(out)) == sorted(paths(tree))  # the same nodes, the same tree
+        assert all(p < i for i, p in enumerate(out.parents))  # parents before children
+        assert all(a >= b for a, b in zip(out.probs, out.probs[1:]))  # best-first
+        assert len(shares) == len(out) and all(0.0 <= s <= 1.0 for s in shares)
+        for i, p in enumerate(out.parents):  # a path's chance is its parent's times the node's
+            assert abs(out.probs[i] - m.q(out.depths[i], shares[i]) * (out.probs[p] if p >= 0 else 1.0)) < 1e-12
+
+
+def test_session_carries_the_model_and_reset_forgets_it() -> None:
     session = Session()
-    assert session.calibration is None
-    assert StepBudget(CURVE, calibration=session.calibration).calibration == StepBudget.INITIAL_CALIBRATION
-    session.calibration = 0.05
-    assert StepBudget(CURVE, calibration=session.calibration).calibration == 0.05
+    budget = StepBudget(CURVE, acceptance=session.acceptance)
+    tree = budget.trim(_chain(31))
+    budget.observe(tree, [])
+    assert session.acceptance.cells  # learned into the session's model
+    assert StepBudget(CURVE, acceptance=session.acceptance).acceptance is session.acceptance
     session.reset()
-    assert session.calibration is None
+    assert not session.acceptance.cells
 
 
 def test_the_curve_follows_the_attended_length_and_round_trips() -> None:
@@ -48,7 +106,7 @@ def test_the_curve_follows_the_attended_length_and_round_trips() -> None:
     # the budget reads the curve at the step's length: 15 nodes pay at 512 rows (5.8
     # expected tokens in 0.15 s against 3.4 in 0.11 s) but not at 3,584 rows (0.47 s)
     probs = [0.9, 0.8, 0.7] + [0.2] * 12
-    assert c.best_size(probs, 1.0) == 15 and c.at(3584).best_size(probs, 1.0) == 3
+    assert c.best_size(probs) == 15 and c.at(3584).best_size(probs) == 3
 
 
 def test_a_curve_measured_under_load_is_measured_again_when_quieter(tmp_path, monkeypatch) -> None:
