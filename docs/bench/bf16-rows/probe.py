@@ -1,0 +1,71 @@
+"""Why bf16 tree steps differ from one-row (AR) steps on the CPU: two probes.
+
+    python docs/bench/bf16-rows/probe.py            # needs qwen2.5-coder-0.5b fetched
+
+1. Whole model: greedy AR (one-row steps) for 40 tokens after prompts of 300..1500 tokens
+   of fastcoder/decode.py, then the same tokens verified as chains of 4/8/16/32 rows:
+   how many rows' logits differ from the AR step's (bit for bit) and how many argmaxes.
+2. One packed bf16 linear per Qwen2.5-Coder-0.5B shape, random inputs: how many output
+   elements of rows 0..m-1 differ between an m-row call and one-row calls.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+
+def chains_vs_ar() -> None:
+    from fastcoder.models import load_model
+    from fastcoder.trie import DraftTree
+    from fastcoder.verifier import KVState, Verifier
+
+    loaded = load_model("qwen2.5-coder-0.5b", dtype="bfloat16", device="cpu", pack="on", progress=False)
+    src = Path(__file__).resolve().parents[3].joinpath("fastcoder", "decode.py").read_text()
+    v = Verifier(loaded.model)
+    rows = bad = bad_argmax = 0
+    for ctx in (300, 505, 777, 1020, 1500):
+        ids = loaded.tokenizer(src)["input_ids"][:ctx]
+        kv = KVState()
+        first, _, _ = v.prefill(kv, ids, reserve=256)
+        toks, ref = [first], []
+        for _ in range(40):
+            r = v.step(kv, toks[-1], DraftTree())
+            ref.append(v.last_logits[0].float().clone())
+            toks.append(r.bonus)
+        for b in (4, 8, 16, 32):
+            kv.ids = list(ids)
+            kv.cache.length = ctx
+            pos = 0
+            while pos + b <= 40:
+                v.step(kv, toks[pos], DraftTree.chain(toks[pos + 1 : pos + b], "probe"))
+                for j in range(b):
+                    got = v.last_logits[j].float()
+                    rows += 1
+                    bad += not torch.equal(got, ref[pos + j])
+                    bad_argmax += int(got.argmax()) != int(ref[pos + j].argmax())
+                kv.ids = list(ids) + toks[: pos + b]  # the chain's rows hold these tokens' K/V
+                kv.cache.length = len(kv.ids)
+                pos += b
+    print(f"chains vs AR steps: {rows} rows, logits differ on {bad}, argmax on {bad_argmax}")
+
+
+def linear_rows() -> None:
+    from fastcoder.matmul import PackedLinear
+
+    torch.manual_seed(0)
+    for out_f, in_f, bias in [(896, 896, True), (128, 896, True), (4864, 896, False), (896, 4864, False), (151936, 896, False)]:
+        lin = torch.nn.Linear(in_f, out_f, bias=bias).to(torch.bfloat16)
+        packed = PackedLinear(lin, keep_weight=True)
+        x = (torch.randn(32, in_f) * 4).to(torch.bfloat16)
+        one = torch.cat([packed(x[r : r + 1]) for r in range(32)])
+        diffs = " ".join(f"m={m}: {int((packed(x[:m]) != one[:m]).sum())}" for m in (2, 4, 8, 16, 32))
+        print(f"packed bf16 linear {out_f}x{in_f}: elements differing from one-row calls, {diffs}")
+
+
+if __name__ == "__main__":
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.2f}")
+    linear_rows()
+    chains_vs_ar()
