@@ -40,6 +40,19 @@ def test_descriptions_say_tie_only_within_bf16_rounding():
     assert "--dtype float32" in BF16_NOTE and "byte-identical" in BF16_NOTE
 
 
+def test_the_default_demo_targets_exist():
+    """`make demo` (the README's first command) runs these: a function moved to another
+    file must move here too, or the demo stops before loading the model."""
+    from fastcoder_cli.commands.demo_cmd import DEFAULT_TARGETS, _targets
+    from fastcoder_cli.commands.generate_cmd import body_span
+
+    targets = _targets(DEFAULT_TARGETS, REPO)
+    assert len(targets) == len(DEFAULT_TARGETS) == 5
+    for path, func in targets:
+        first, last = body_span(path.read_text(encoding="utf-8"), function=func)
+        assert 1 <= first <= last, (path, func)
+
+
 @pytest.mark.slow
 def test_demo_on_a_real_model_in_float32_is_byte_identical(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FASTCODER_CACHE", str(USER_CACHE))

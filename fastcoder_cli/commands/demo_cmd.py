@@ -30,7 +30,7 @@ DEFAULT_TARGETS = (
     "fastcoder/trie.py::limit_depth",
     "fastcoder/ngram.py::extend",
     "fastcoder/source_weights.py::observe",
-    "lsp_server/complete.py::typed_through",
+    "lsp_server/recall.py::typed_through",
 )
 
 
