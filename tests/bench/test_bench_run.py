@@ -211,6 +211,10 @@ def test_offline_simulator_replays_the_run(bench_run: Path):
         # same drafters, same budget rule, same cost curve: the replay takes the same steps
         assert sim["decode_tokens"] == real["decode_tokens"]
         assert sim["steps"] == real["forward_steps"], name
+    for r in rows:  # verifying only the accepted path never costs more than the tree did
+        if r["est_speedup_vs_ar"] is not None:
+            assert r["oracle_speedup_vs_ar"] >= r["est_speedup_vs_ar"] - 1e-9, r
+    assert any(r["est_speedup_vs_ar"] is not None for r in rows)
     assert (bench_run / "simulate.json").exists()
 
 
