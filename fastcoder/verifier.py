@@ -333,13 +333,19 @@ class Verifier:
         # last committed token (the first generated one) is *not* in the cache.
         self.last_logits = logits.unsqueeze(0)
         if allowed is not None:
-            allowed_t = torch.as_tensor(np.asarray(allowed, dtype=np.int64), device=self.device)
-            if allowed_t.numel() == 0:
-                raise ValueError("no allowed token for the first position")
-            sub = logits.index_select(0, allowed_t)
-            tok = int(allowed_t[int(self._greedy(sub))])
-            return tok, n, (self._margin(sub) if self.record_margins and sub.numel() > 1 else None)
+            tok, margin = self._healed(logits, allowed)
+            return tok, n, margin
         return int(self._greedy(logits)), n, (self._margin(logits) if self.record_margins else None)
+
+    def _healed(self, logits: torch.Tensor, allowed: Sequence[int]) -> tuple[int, float | None]:
+        """Token healing: the greedy token of one row's ``logits`` among the ``allowed``
+        ids only, and its top-2 margin among them (when margins are recorded)."""
+        allowed_t = torch.as_tensor(np.asarray(allowed, dtype=np.int64), device=self.device)
+        if allowed_t.numel() == 0:
+            raise ValueError("no allowed token for the first position")
+        sub = logits.index_select(0, allowed_t)
+        tok = int(allowed_t[int(self._greedy(sub))])
+        return tok, (self._margin(sub) if self.record_margins and sub.numel() > 1 else None)
 
     # ---------------------------------------------------------------- one step
     def _prepare(self, cache: StaticKV, b: int, full: bool):
@@ -482,13 +488,7 @@ class Verifier:
         self.last_logits = logits[f : f + n + 1]  # rows: the tree's root (the last forced token or root), its nodes
         first_margin = None
         if allowed is not None:  # token healing: the first new token among the allowed ids only
-            allowed_t = torch.as_tensor(np.asarray(allowed, dtype=np.int64), device=self.device)
-            if allowed_t.numel() == 0:
-                raise ValueError("no allowed token for the first position")
-            sub = logits[f].index_select(0, allowed_t)
-            greedy[f] = int(allowed_t[int(self._greedy(sub))])
-            if self.record_margins:
-                first_margin = self._margin(sub) if sub.numel() > 1 else None
+            greedy[f], first_margin = self._healed(logits[f], allowed)
         # walk the tree: tree row t (0 = its root, i + 1 = node i) is input row t + f
         children = tree.children()
         accepted: list[int] = []
