@@ -37,8 +37,13 @@ class DecodeConfig:
     # --- retrieval -----------------------------------------------------------------
     n_max: int = 16
     """Longest context suffix tried for an exact match."""
-    n_min: int = 2
-    """Shortest suffix tried; below this nothing is retrieved."""
+    n_min: int = 1
+    """Shortest suffix tried; below this nothing is retrieved. 1: where no two-token
+    suffix occurs anywhere, the continuations of the last token still draft (as
+    prompt lookup falls back from 2 tokens to 1). Measured in the offline replay of two
+    20-task repository runs (2026-11-24, bf16 curve): mean accepted length 1.81 -> 2.07
+    and 1.92 -> 2.19, est. speedup vs AR 1.73 -> 1.92 and 1.83 -> 2.05, for 0.5-0.9 ms
+    more drafting per step; both the in-memory sources and the datastores gain."""
     max_draft_tokens: int | None = None
     """Nodes in the draft tree. None = choose from the measured verify-cost curve c(k)."""
     max_draft_depth: int = 16

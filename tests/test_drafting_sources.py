@@ -129,3 +129,48 @@ def test_open_buffers_index_other_documents_and_retokenize_only_changes(tiny_tok
     docs["a"] = (2, "def helper_two(y):\n    return y\n")
     idx2 = ob.source(tok, docs, exclude="b")
     assert idx2 is not idx and len(calls) == n + 1
+
+
+def test_a_one_token_suffix_still_drafts_by_default_and_longer_matches_lead():
+    """Where no two-token suffix of the context occurs, the default drafter still
+    drafts the continuations of the last token, from the live context and from a
+    datastore (n_min 1); with n_min 2 (the old default) it drafts nothing there.
+    A longer match still wins over a one-token one."""
+    from fastcoder.datastore import TokenDatastore
+
+    cfg = DecodeConfig(use_cache=False, learn_weights=False)
+    assert cfg.n_min == 1
+    ctx = [1, 3, 7, 8, 9, 4, 3]  # (4, 3) occurs nowhere before; 3 is followed by 7 once
+    d = FastCoderDrafter(Sources())
+    st = state(ctx, cfg, Session(cfg))
+    d.start(st)
+    tree = d.draft(st, 8)
+    assert tree.tokens[:3] == [7, 8, 9] and tree.sources[0] == "context"
+    old = cfg.replace(n_min=2)
+    d_old = FastCoderDrafter(Sources())
+    st_old = state(ctx, old, Session(old))
+    d_old.start(st_old)
+    assert len(d_old.draft(st_old, 8).tokens) == 0
+
+    store = TokenDatastore.build([[50, 3, 60, 61], [52, 4, 3, 70, 71]])
+    only_store = cfg.replace(use_context=False)
+    d_store = FastCoderDrafter(Sources(dc=store))
+    st_store = state([9, 3], only_store, Session(only_store))  # (9, 3) is not in the store
+    d_store.start(st_store)
+    assert paths(d_store.draft(st_store, 8)) == {(60, 61), (70, 71)}  # both continuations of 3
+    st_long = state([9, 4, 3], only_store, Session(only_store))  # (4, 3) is in the store: only it
+    d_store.start(st_long)
+    assert paths(d_store.draft(st_long, 8)) == {(70, 71)}
+
+
+def paths(tree: DraftTree) -> set[tuple[int, ...]]:
+    """The root-to-leaf token paths of a draft tree."""
+    leaves = set(range(len(tree))) - set(tree.parents)
+    out = set()
+    for i in leaves:
+        path = []
+        while i >= 0:
+            path.append(tree.tokens[i])
+            i = tree.parents[i]
+        out.add(tuple(reversed(path)))
+    return out
