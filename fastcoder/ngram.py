@@ -3,9 +3,15 @@
 Used for the sources that change every step and are small: the FastCoder CACHE
 (many short verified sequences, bounded, oldest evicted first) and the live context
 (prompt + output so far, one growing sequence). Lookup is by a hash of the last
-``key_len`` tokens, then each candidate is extended backwards to find the longest
-matching suffix (up to ``n_max``), as in the datastore; continuations of the
-occurrences of that longest suffix are counted into a small trie.
+two tokens (then, with ``key_len`` 1, of the last token when no two-token suffix
+occurs), then each candidate is extended backwards to find the longest matching
+suffix (up to ``n_max``), as in the datastore; continuations of the occurrences of
+that longest suffix are counted into a small trie.
+
+Why two key lengths: a one-token key alone would make every lookup walk the last
+``max_candidates`` occurrences of a common token (a space, a newline) in Python and
+forget older, longer matches past them; the two-token index finds those, and the
+one-token index only answers where it has nothing.
 
 Cost: O(candidates · match length), with at most ``max_candidates`` (the most recent
 occurrences) per key — far below one forward pass.
@@ -26,7 +32,8 @@ class NgramIndex:
 
     Parameters
     ----------
-    key_len: tokens hashed for lookup; also the shortest match returned (n_min).
+    key_len: the shortest match returned (n_min); keys of ``max(key_len, 2)`` tokens
+        are looked up first, then (key_len 1) one-token keys.
     max_sequences: bound on stored sequences; the oldest are evicted (FIFO).
     max_candidates: occurrences remembered per key (most recent kept).
     """
@@ -35,6 +42,7 @@ class NgramIndex:
         if key_len < 1:
             raise ValueError("key_len must be >= 1")
         self.key_len = key_len
+        self._key_lens = tuple(sorted({key_len, max(key_len, 2)}, reverse=True))
         self.max_sequences = max_sequences
         self.max_candidates = max_candidates
         self._seqs: OrderedDict[int, list[int]] = OrderedDict()
@@ -66,30 +74,30 @@ class NgramIndex:
     def extend(self, sid: int, tokens: Sequence[int]) -> None:
         """Append tokens to stored sequence ``sid`` (the live context grows this way)."""
         seq = self._seqs[sid]
-        k = self.key_len
         start = len(seq)
         seq.extend(int(t) for t in tokens)
-        for end in range(max(start, k), len(seq)):
-            # key = seq[end-k:end], continuation starts at ``end``
-            key = tuple(seq[end - k : end])
-            bucket = self._index.get(key)
-            if bucket is None:
-                bucket = self._index[key] = deque(maxlen=self.max_candidates)
-            bucket.append((sid, end))
+        for k in self._key_lens:  # keys of different lengths never collide in one dict
+            for end in range(max(start, k), len(seq)):
+                # key = seq[end-k:end], continuation starts at ``end``
+                key = tuple(seq[end - k : end])
+                bucket = self._index.get(key)
+                if bucket is None:
+                    bucket = self._index[key] = deque(maxlen=self.max_candidates)
+                bucket.append((sid, end))
 
     def _evict_oldest(self) -> None:
         sid, seq = self._seqs.popitem(last=False)
-        k = self.key_len
-        for end in range(k, len(seq)):
-            key = tuple(seq[end - k : end])
-            bucket = self._index.get(key)
-            if bucket is None:
-                continue
-            kept = deque((c for c in bucket if c[0] != sid), maxlen=self.max_candidates)
-            if kept:
-                self._index[key] = kept
-            else:
-                del self._index[key]
+        for k in self._key_lens:
+            for end in range(k, len(seq)):
+                key = tuple(seq[end - k : end])
+                bucket = self._index.get(key)
+                if bucket is None:
+                    continue
+                kept = deque((c for c in bucket if c[0] != sid), maxlen=self.max_candidates)
+                if kept:
+                    self._index[key] = kept
+                else:
+                    del self._index[key]
 
     # -------------------------------------------------------------- lookup
     def retrieve(
@@ -112,27 +120,26 @@ class NgramIndex:
         counts; below 1 the most recent occurrence's continuation ranks first, as in
         prompt lookup that takes the latest match). ``total`` is then the summed weight.
         """
-        k = self.key_len
-        if len(context) < k:
-            return Retrieval()
-        bucket = self._index.get(tuple(int(t) for t in context[-k:]))
-        if not bucket:
-            return Retrieval()
-        ctx = context[-n_max:]
+        ctx = [int(t) for t in context[-n_max:]]
         n_ctx = len(ctx)
         best = 0
         hits: list[tuple[list[int], int]] = []
-        for sid, end in reversed(bucket):  # most recent first
-            seq = self._seqs[sid]
-            if end >= len(seq):
+        for k in self._key_lens:  # longest key first; a shorter one only where it found nothing
+            if n_ctx < k:
                 continue
-            m = k
-            while m < n_ctx and end - m - 1 >= 0 and seq[end - m - 1] == ctx[n_ctx - m - 1]:
-                m += 1
-            if m > best:
-                best, hits = m, [(seq, end)]
-            elif m == best:
-                hits.append((seq, end))
+            for sid, end in reversed(self._index.get(tuple(ctx[-k:]), ())):  # most recent first
+                seq = self._seqs[sid]
+                if end >= len(seq):
+                    continue
+                m = k
+                while m < n_ctx and end - m - 1 >= 0 and seq[end - m - 1] == ctx[n_ctx - m - 1]:
+                    m += 1
+                if m > best:
+                    best, hits = m, [(seq, end)]
+                elif m == best:
+                    hits.append((seq, end))
+            if hits:
+                break
         if not hits:
             return Retrieval()
         if most_recent_only:

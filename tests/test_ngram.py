@@ -2,6 +2,7 @@
 
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from fastcoder.ngram import NgramIndex
@@ -27,28 +28,36 @@ def brute(seqs, ctx, n_max, k, depth):
     return best, counts
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
-    seqs=st.lists(st.lists(st.integers(0, 4), max_size=30), min_size=1, max_size=5),
-    ctx=st.lists(st.integers(0, 4), min_size=2, max_size=12),
+    seqs=st.lists(st.lists(st.integers(0, 6), max_size=30), min_size=1, max_size=5),
+    ctx=st.lists(st.integers(0, 6), min_size=1, max_size=12),
+    key_len=st.sampled_from([1, 2, 3]),
 )
-def test_retrieve_matches_brute_force(seqs, ctx):
-    idx = NgramIndex(key_len=2, max_sequences=100, max_candidates=10_000)
-    for s in seqs:
+def test_retrieve_matches_brute_force(seqs, ctx, key_len):
+    """The longest suffix of at least ``key_len`` tokens (two-token keys looked up
+    first, one-token keys where those find nothing) and its continuations' counts."""
+    idx = NgramIndex(key_len=key_len, max_sequences=100, max_candidates=10_000)
+    for s in seqs[:-1]:
         idx.add(s)
+    sid = idx.add(seqs[-1][:3])
+    idx.extend(sid, seqs[-1][3:])  # a growing sequence (the live context) indexes the same
     r = idx.retrieve(ctx, n_max=16, max_nodes=10_000, max_depth=3)
-    best, counts = brute(seqs, ctx, 16, 2, 3)
+    best, counts = brute(seqs, ctx, 16, key_len, 3)
     assert r.match_len == (best if counts else 0)
     assert dict(r.nodes) == dict(counts)
 
 
-def test_bounded_with_fifo_eviction():
-    idx = NgramIndex(key_len=2, max_sequences=3)
+@pytest.mark.parametrize("key_len", [1, 2])
+def test_bounded_with_fifo_eviction(key_len):
+    idx = NgramIndex(key_len=key_len, max_sequences=3)
     for i in range(10):
         idx.add([100 + i, 7, 8, 9])
     assert len(idx) == 3
     # only the 3 newest sequences remain searchable
-    assert idx.retrieve([106, 7]).match_len == 0
+    assert idx.retrieve([106, 7]).match_len == (0 if key_len == 2 else 1)  # (7,) still occurs
+    assert idx.retrieve([5, 106]).match_len == 0
+    assert idx.retrieve([5, 108]).match_len == (0 if key_len == 2 else 1)
     assert dict(idx.retrieve([109, 7], max_depth=1).nodes) == {(8,): 1}
     assert dict(idx.retrieve([7, 8], max_depth=1).nodes) == {(9,): 3}
 

@@ -30,7 +30,9 @@ ABLATIONS: dict[str, tuple[str, dict]] = {
     "fastcoder-no-cache": ("without the CACHE", {"use_cache": False}),
     "fastcoder-no-skip": ("without skip tokens and the missing table", {"use_skip": False, "use_missing_table": False}),
     "fastcoder-no-context": ("without the live context", {"use_context": False}),
+    "fastcoder-n2": ("with matches of two tokens or more only (n_min 2, the default before 2026-11-24)", {"n_min": 2}),
 }
+"""Each ablation may also be named in ``--methods`` alone (``--ablate`` runs them all)."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ class Variant:
 
 def parse_methods(text: str) -> list[str]:
     names = [m.strip().lower() for m in text.split(",") if m.strip()]
-    known = BASE_METHODS + tuple(HF_METHODS)
+    known = BASE_METHODS + tuple(HF_METHODS) + tuple(ABLATIONS)
     bad = [m for m in names if m not in known]
     if bad:
         raise FastCoderError(f"unknown method(s) {', '.join(bad)}; choose from {', '.join(known)}")
@@ -81,10 +83,17 @@ def make_variants(methods: list[str], *, ablate: bool, max_new_tokens: int, seed
             cfg = DecodeConfig(method="ar", max_new_tokens=max_new_tokens, seed=seed)
             out.append(Variant(m, cfg, label=label, hf_kwargs=kwargs))
             continue
+        if m in ABLATIONS:
+            out.append(_ablation(m, max_new_tokens, seed))
+            continue
         cfg = DecodeConfig(method=m, max_new_tokens=max_new_tokens, seed=seed)
         out.append(Variant(m, cfg, use_dr=(m == "fastcoder"), use_dc=m in ("rest", "fastcoder"), label=m))
     if ablate:
-        for name, (label, changes) in ABLATIONS.items():
-            cfg = DecodeConfig(method="fastcoder", max_new_tokens=max_new_tokens, seed=seed, **changes)
-            out.append(Variant(name, cfg, use_dr=name != "fastcoder-no-dr", use_dc=True, label=f"FastCoder {label}"))
+        out += [_ablation(name, max_new_tokens, seed) for name in ABLATIONS if name not in methods]
     return out
+
+
+def _ablation(name: str, max_new_tokens: int, seed: int) -> Variant:
+    label, changes = ABLATIONS[name]
+    cfg = DecodeConfig(method="fastcoder", max_new_tokens=max_new_tokens, seed=seed, **changes)
+    return Variant(name, cfg, use_dr=name != "fastcoder-no-dr", use_dc=True, label=f"FastCoder {label}")

@@ -90,3 +90,18 @@ def test_suite_kind_is_the_default(tiny_model_dir, task_file, common_path, tmp_p
     assert report["kind"] == "suite" and set(report["methods"]) == {"ar", "pld"}
     assert {"machine", "model", "dtype", "tasks", "methods", "per_task", "run"} <= set(report)
     assert (out / "report.md").read_text().startswith("# fastcoder bench: ")
+
+
+def test_an_ablation_can_be_named_alone_in_methods():
+    """`--methods ar,fastcoder,fastcoder-n2` runs that one ablation beside FastCoder
+    (not all of them, as --ablate does), with its config change."""
+    from fastcoder_bench.suite.variants import make_variants, parse_methods
+
+    methods = parse_methods("fastcoder,fastcoder-n2")
+    assert methods == ["ar", "fastcoder", "fastcoder-n2"]
+    by_name = {v.name: v for v in make_variants(methods, ablate=False, max_new_tokens=8)}
+    assert list(by_name) == methods
+    assert by_name["fastcoder-n2"].config.n_min == 2 and by_name["fastcoder"].config.n_min == 1
+    assert by_name["fastcoder-n2"].use_dr and by_name["fastcoder-n2"].use_dc
+    every = [v.name for v in make_variants(methods, ablate=True, max_new_tokens=8)]
+    assert every.count("fastcoder-n2") == 1 and "fastcoder-no-cache" in every
