@@ -283,7 +283,7 @@ def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5) -> Cost
             t0 = time.perf_counter()
             verifier.step(kv, ids[context_len], tree)
             dt = time.perf_counter() - t0
-            if rnd > 0:  # round 0 is the warm-up (and, on CUDA, the graph capture)
+            if rnd > 0:  # round 0 is the warm-up
                 best[j] = min(best[j], dt)
             kv.truncate(base)  # roll back whatever the step kept
     for j in range(1, len(best)):  # non-decreasing: a lucky low sample at a large k must

@@ -25,10 +25,19 @@ whose per-layer keys/values are views. :class:`KVState` (the cache plus the ids 
 holds) belongs to a session, so the next request keeps the longest common token prefix
 in place and prefills only the delta.
 
-On CUDA each bucket's step (device-side preparation + forward + argmax) is captured
-once per cache as a CUDA graph and replayed; capture never changes the output (the
-same kernels run). A bucket whose capture fails runs eagerly from then on, the others
-keep their graphs, and :meth:`Verifier.graph_status` says which (the server's
+On CUDA the steps run as CUDA graphs captured ONCE, when the verifier is built (the
+model load), never inside a request: one graph per (bucket, attended width) over ONE
+shared cache, the *work area* (:meth:`Verifier.capture_graphs`), largest first into one
+shared memory pool. Sessions take turns in the work area: the session that steps or
+prefills claims it, and the rows of the one that held it are *parked* in its own
+buffer (one device-to-device copy of its live rows; sessions switch per request, not
+per step), so graphs never depend on sessions and a new document costs no capture.
+The attended width is the smallest class (1,024, 2,048, 4,096, ... up to the work
+area's capacity) holding the past and the step's rows: a short context does not pay
+attention over the whole area. A request longer than the area grows it once (and
+recaptures, logged). Capture never changes the output (the same kernels run). A
+(bucket, width) whose capture fails runs the same fixed shapes eagerly, the others keep
+their graphs, and :meth:`Verifier.graph_status` says which (the server's
 ``fastcoder.stats`` and the benchmark reports carry it). On the CPU the same code runs
 eagerly (``compile="inductor"`` runs it through ``torch.compile`` instead; a test
 checks its logits against eager).
@@ -62,6 +71,13 @@ CAPACITY_STEP = 512
 """Static caches are sized in multiples of this many tokens."""
 DEFAULT_RESERVE = 512
 """Room for new tokens kept after a prompt when the caller does not say (warm-up prefill)."""
+GRAPH_CAPACITY = 4096
+"""Rows of the CUDA work area the graphs address (prompt + new tokens + the largest
+bucket of the requests it serves: 2,048 + 512 + 128 for the benchmark suite's defaults).
+Qwen2.5-Coder-0.5B in bf16: 12 KB per row, 48 MiB."""
+GRAPH_WIDTH = 1024
+"""The smallest attended width a graph is captured for; the others double up to the
+work area's capacity."""
 PREFILL_CHUNK_CPU = 128
 PREFILL_CHUNK_CUDA = 512
 """Prompt tokens per prefill forward. A superseded request's prefill stops at the next
@@ -136,7 +152,8 @@ class StaticKV(Cache):
         self.slots: torch.Tensor | None = None
         self.view_len: int | None = None
         self.length = 0
-        self.graphs: dict[int, tuple] = {}  # bucket -> (CUDA graph, its output)
+        self.graphs: dict[tuple[int, int], tuple] = {}  # (bucket, width) -> (CUDA graph, its output)
+        self.shared = False  # the verifier's CUDA work area (no session owns its bytes)
         super().__init__(layers=[_SlotLayer(self, i) for i in range(layers)])
 
     def move_rows(self, src: torch.Tensor, dst: torch.Tensor) -> None:
@@ -151,15 +168,20 @@ class KVState:
 
     cache: StaticKV | None = None
     ids: list[int] = field(default_factory=list)
+    parked: torch.Tensor | None = None
+    """With CUDA graphs: this session's rows ``(layers, 2, 1, kv_heads, len(ids), dim)``
+    while another session holds the verifier's work area (``cache`` is then None)."""
 
     def reset(self) -> None:
-        """Forget the held tokens; the buffer (and its captured graphs) stays for reuse."""
+        """Forget the held tokens; the buffer stays for reuse."""
         self.ids = []
 
     def release(self) -> None:
         """Free the buffer (LRU eviction of a session's static cache)."""
         self.cache = None
+        self.parked = None
         self.ids = []
+
 
     def truncate(self, n: int) -> None:
         """Keep the first ``n`` held tokens (rows beyond are simply overwritten later)."""
@@ -176,8 +198,8 @@ class StepResult:
 class Verifier:
     """Runs prefill and fixed-shape tree-verification steps for one model.
 
-    ``graphs``: capture each bucket's step as a CUDA graph (default: on when the model
-    is on CUDA). ``compile``: a ``torch.compile`` backend for the step ("inductor",
+    ``graphs``: run the steps as CUDA graphs, all captured here over a shared work area
+    of ``graph_capacity`` rows (default: on when the model is on CUDA). ``compile``: a ``torch.compile`` backend for the step ("inductor",
     "aot_eager"; default None = eager), mainly to check the compiled path on the CPU.
     ``fold_gqa``: switch a GQA model (in place) to :mod:`fastcoder.attention`'s folded
     attention, which never expands K/V (default on; models it does not suit keep theirs).
@@ -192,6 +214,7 @@ class Verifier:
         graphs: bool | None = None,
         compile: str | None = None,
         fold_gqa: bool = True,
+        graph_capacity: int = GRAPH_CAPACITY,
     ) -> None:
         self.model = model
         # GQA attention that never copies K/V per query head (fastcoder/attention.py);
@@ -205,10 +228,14 @@ class Verifier:
         if self.buckets[0] != 1:
             raise ValueError("the smallest bucket must be 1 (AR)")
         self.use_graphs = (self.device.type == "cuda") if graphs is None else bool(graphs)
-        self.graph_captured: set[int] = set()
-        self.graph_failures: dict[int, str] = {}  # bucket -> why its capture failed (it runs eagerly)
+        self.graph_captured: set[tuple[int, int]] = set()
+        # (bucket, width) -> why its capture failed (those shapes run eagerly)
+        self.graph_failures: dict[tuple[int, int], str] = {}
+        self.graph_capture_s = 0.0
         if self.use_graphs and self.device.type != "cuda":
             raise ValueError("CUDA graphs need a CUDA device")
+        self.work: StaticKV | None = None  # graphs: the one cache they address
+        self._owner: KVState | None = None  # the session whose rows are in ``work``
         self.compile = compile
         self._compiled = None
         # prompt tokens per prefill forward: a cancelled request stops within one chunk
@@ -230,6 +257,8 @@ class Verifier:
         self.last_split = (0.0, 0.0, 0.0, 0.0)
         # the step buffers are shared by all sessions: one forward at a time
         self._lock = threading.RLock()
+        if self.use_graphs:
+            self.capture_graphs(graph_capacity)
 
     @property
     def max_nodes(self) -> int:
@@ -246,6 +275,8 @@ class Verifier:
     # ---------------------------------------------------------------- cache
     def _ensure(self, kv: KVState, common: int, needed: int) -> None:
         """Give ``kv`` a cache of at least ``needed`` rows, keeping its first ``common``."""
+        if self.work is not None:
+            return self._claim(kv, common, needed)
         if kv.cache is not None and kv.cache.capacity >= needed:
             return
         cap = CAPACITY_STEP * math.ceil(needed / CAPACITY_STEP)
@@ -253,6 +284,94 @@ class Verifier:
         if kv.cache is not None and common:
             new.buf[:, :, :, :, :common].copy_(kv.cache.buf[:, :, :, :, :common])
         kv.cache = new
+
+    def _claim(self, kv: KVState, common: int, needed: int) -> None:
+        """Graphs: put ``kv``'s first ``common`` rows in the work area (parking the rows
+        of the session that held it), growing the area if ``needed`` exceeds it."""
+        if needed > self.work.capacity:
+            self._park()
+            log.warning("a request needs %d cache rows, more than the CUDA work area's %d: growing it and "
+                        "capturing the graphs again", needed, self.work.capacity)  # fmt: skip
+            self.capture_graphs(CAPACITY_STEP * math.ceil(needed / CAPACITY_STEP))
+        if kv.cache is self.work:
+            return
+        self._park()
+        if common and kv.parked is not None:
+            self.work.buf[:, :, :, :, :common].copy_(kv.parked[:, :, :, :, :common])
+        kv.parked = None
+        kv.cache = self.work
+        self._owner = kv
+
+    def _park(self) -> None:
+        """Copy the work area's owner's live rows out to its own buffer."""
+        owner, self._owner = self._owner, None
+        if owner is not None and owner.cache is self.work:
+            n = len(owner.ids)
+            owner.parked = self.work.buf[:, :, :, :, :n].clone() if n else None
+            owner.cache = None
+
+    # ---------------------------------------------------------------- graphs
+    def graph_widths(self, capacity: int) -> list[int]:
+        """Attended widths a graph is captured for: GRAPH_WIDTH doubling, up to and
+        including ``capacity``."""
+        widths, w = [], GRAPH_WIDTH
+        while w < capacity:
+            widths.append(w)
+            w *= 2
+        return widths + [capacity]
+
+    def capture_graphs(self, capacity: int) -> dict:
+        """Allocate the work area (``capacity`` rows, rounded up) and capture every
+        (bucket, width) step into one memory pool, largest first. A failed capture is
+        recorded (``graph_status``, logged) and those shapes run eagerly."""
+        with self._lock, torch.inference_mode():
+            t0 = time.perf_counter()
+            cap = CAPACITY_STEP * math.ceil(max(int(capacity), self.buckets[-1] + 1) / CAPACITY_STEP)
+            self._park()
+            self.work = None  # drop the old graphs (and their pool) before new ones
+            self.graph_captured.clear()
+            self.graph_failures.clear()
+            work = StaticKV(self.model.config, cap, self.dtype, self.device)
+            work.shared = True
+            pool = torch.cuda.graph_pool_handle() if self.device.type == "cuda" else None
+            for w in reversed(self.graph_widths(cap)):
+                for b in reversed(self.buckets):
+                    try:
+                        self._capture(work, b, w, pool)
+                        self.graph_captured.add((b, w))
+                    except Exception as exc:  # capture must never cost correctness: eager
+                        self.graph_failures[(b, w)] = f"{type(exc).__name__}: {exc}"
+            if self.graph_failures:
+                log.warning("CUDA graph capture failed for %d of %d (bucket, width) shapes; they run eagerly: %s",
+                            len(self.graph_failures), len(self.graph_failures) + len(self.graph_captured),
+                            next(iter(self.graph_failures.values())))  # fmt: skip
+            self.work = work
+            self.graph_capture_s = time.perf_counter() - t0
+            log.info("CUDA graphs: %d captured over a %d-row work area in %.1f s",
+                     len(self.graph_captured), cap, self.graph_capture_s)  # fmt: skip
+            return self.graph_status()
+
+    def _capture(self, cache: StaticKV, b: int, w: int, pool) -> None:
+        d = self._dev_in
+        d.zero_()  # a valid step: every row its own parent at depth 0, past 0
+        d[b : 2 * b].copy_(self._rows[:b])
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # warm-up outside the capture
+            for _ in range(2):
+                self._forward(cache, b, w, True)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool):
+            out = self._forward(cache, b, w, True)
+        cache.graphs[(b, w)] = (graph, out)
+
+    def _width(self, cache: StaticKV, rows: int) -> int:
+        """The smallest graph width holding ``rows`` attended rows."""
+        for w in self.graph_widths(cache.capacity):
+            if w >= rows:
+                return w
+        return cache.capacity
 
     # ---------------------------------------------------------------- prefill
     def prefill(
@@ -348,7 +467,7 @@ class Verifier:
         return tok, (self._margin(sub) if self.record_margins and sub.numel() > 1 else None)
 
     # ---------------------------------------------------------------- one step
-    def _prepare(self, cache: StaticKV, b: int, full: bool):
+    def _prepare(self, b: int):
         """Device side of a step: inputs, positions, cache positions and the tree mask
         from the device buffer ``_dev_in`` (fixed addresses, fixed shapes)."""
         d = self._dev_in
@@ -360,19 +479,19 @@ class Verifier:
         reach = reach.to(torch.float32)
         for _ in range(max(0, math.ceil(math.log2(b)))):
             reach = ((reach @ reach) > 0).to(torch.float32)
-        width = cache.capacity if full else None
-        return ids, past + depths, slots, reach > 0, past, width
+        return ids, past + depths, slots, reach > 0, past
 
-    def _forward(self, cache: StaticKV, b: int, full: bool, past_len: int) -> torch.Tensor:
-        """Prepare + forward + argmax for bucket ``b`` (captured / compiled as a unit):
-        returns the logits (b, vocab) and their argmax (b,). ``full``: attend over the
-        whole capacity (fixed shapes, for graphs and compile) instead of the live rows."""
-        ids, pos, slots, anc, past, width = self._prepare(cache, b, full)
-        width = width if width is not None else past_len + b
+    def _forward(self, cache: StaticKV, b: int, width: int, fixed: bool) -> torch.Tensor:
+        """Prepare + forward + argmax for bucket ``b`` attending the first ``width``
+        cache rows (captured / compiled as a unit): returns the logits (b, vocab) and
+        their argmax (b,). ``fixed``: nothing may depend on the host's idea of the past
+        (graphs, compile): the mask is built on the device over the whole width; eager
+        steps pass width = past + b."""
+        ids, pos, slots, anc, past = self._prepare(b)
         cache.slots = slots
-        cache.view_len = None if full else width
-        if b == 1 and not full:  # AR, eager: the root sees everything, no mask needed
-            cache.length = past_len
+        cache.view_len = width
+        if b == 1 and not fixed:  # AR, eager: the root sees everything, no mask needed
+            cache.length = width - 1
             out = self.model(input_ids=ids.view(1, 1), position_ids=pos.view(1, 1), past_key_values=cache, use_cache=True)
             logits = out.logits[0]
             return logits, self._greedy(logits)
@@ -393,45 +512,33 @@ class Verifier:
         return logits, self._greedy(logits)
 
     def _run_step(self, cache: StaticKV, b: int, past_len: int):
-        if self.use_graphs and b not in self.graph_failures:
-            return self._graph_step(cache, b)
+        if self.use_graphs:
+            w = self._width(cache, past_len + b)
+            entry = cache.graphs.get((b, w))
+            if entry is None:  # its capture failed: the same fixed shapes, eagerly
+                return self._forward(cache, b, w, True)
+            entry[0].replay()
+            return entry[1]
         if self.compile:
             if self._compiled is None:
                 self._compiled = torch.compile(self._forward, backend=self.compile, dynamic=False)
-            return self._compiled(cache, b, True, 0)
-        if self.use_graphs:  # this bucket's capture failed: the same fixed shapes, eagerly
-            return self._forward(cache, b, True, 0)
-        return self._forward(cache, b, False, past_len)
-
-    def _graph_step(self, cache: StaticKV, b: int):
-        entry = cache.graphs.get(b)
-        if entry is None:
-            try:
-                stream = torch.cuda.Stream()
-                stream.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(stream):  # warm-up outside the capture
-                    for _ in range(2):
-                        self._forward(cache, b, True, 0)
-                torch.cuda.current_stream().wait_stream(stream)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    out = self._forward(cache, b, True, 0)
-                entry = cache.graphs[b] = (graph, out)
-                self.graph_captured.add(b)
-            except Exception as exc:  # capture must never cost correctness: this bucket runs eagerly
-                self.graph_failures[b] = f"{type(exc).__name__}: {exc}"
-                log.warning("CUDA graph capture of bucket %d failed (%s); that bucket runs eagerly from now on", b, exc)
-                return self._forward(cache, b, True, 0)
-        entry[0].replay()
-        return entry[1]
+            return self._compiled(cache, b, cache.capacity, True)
+        return self._forward(cache, b, past_len + b, False)
 
     def graph_status(self) -> dict:
         """What the steps run as: ``mode`` (``cuda-graphs`` or ``eager``), the buckets
-        captured so far, and each bucket whose capture failed with its error (it runs
-        eagerly; the others keep their graphs). Reported by the server's
-        ``fastcoder.stats`` and the benchmark reports."""
-        return {"mode": "cuda-graphs" if self.use_graphs else "eager", "captured": sorted(self.graph_captured),
-                "failed": {str(b): e for b, e in sorted(self.graph_failures.items())}}  # fmt: skip
+        captured at every width, the widths and the work area's rows, the capture time,
+        and each ``bucket@width`` whose capture failed with its error (it runs eagerly;
+        the others keep their graphs). Reported by the server's ``fastcoder.stats`` and
+        the benchmark reports."""
+        if not self.use_graphs:
+            return {"mode": "eager", "captured": [], "failed": {}}
+        widths = self.graph_widths(self.work.capacity) if self.work is not None else []
+        full = [b for b in self.buckets if widths and all((b, w) in self.graph_captured for w in widths)]
+        return {"mode": "cuda-graphs", "captured": full, "widths": widths,
+                "work_rows": self.work.capacity if self.work is not None else 0,
+                "capture_s": round(self.graph_capture_s, 2),
+                "failed": {f"{b}@{w}": e for (b, w), e in sorted(self.graph_failures.items())}}  # fmt: skip
 
     def step(
         self,
@@ -455,6 +562,10 @@ class Verifier:
 
     def _step(self, kv: KVState, root: int, tree: DraftTree, forced: list[int] = (), allowed=None) -> StepResult:
         t0 = time.perf_counter()
+        if self.work is not None and kv.cache is not self.work and kv.parked is not None:
+            # graphs: another session's step ran since this one's last (their generations
+            # interleave): bring this session's rows back into the work area
+            self._claim(kv, len(kv.ids), len(kv.ids) + self.buckets[-1])
         cache = kv.cache
         if cache is None:
             raise ValueError("prefill first")

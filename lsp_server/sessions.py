@@ -46,15 +46,17 @@ MAX_KV_BYTES = 256 * 2**20
 
 def kv_bytes(kv: Any) -> int:
     """Bytes held by the key/value tensors of a :class:`fastcoder.verifier.KVState`."""
+    parked = getattr(kv, "parked", None)  # rows parked while another session holds the CUDA work area
+    own = int(getattr(parked, "nbytes", 0) or 0)
     cache = getattr(kv, "cache", None)
-    if cache is None:
-        return 0
+    if cache is None or getattr(cache, "shared", False):  # the verifier's work area: no session's own
+        return own
     layers = getattr(cache, "layers", None)
     if layers is not None:
         tensors = [getattr(layer, name, None) for layer in layers for name in ("keys", "values")]
     else:  # older transformers
         tensors = [*getattr(cache, "key_cache", []), *getattr(cache, "value_cache", [])]
-    return sum(int(getattr(t, "nbytes", 0) or 0) for t in tensors if t is not None)
+    return own + sum(int(getattr(t, "nbytes", 0) or 0) for t in tensors if t is not None)
 
 
 @dataclass

@@ -135,7 +135,7 @@ def test_compiled_step_logits_equal_eager(tiny_tokenizer, backend):
 
     model = build_model("qwen2", len(tiny_tokenizer), seed=3)
     eager = Verifier(model)
-    eager._run_step = lambda cache, b, past: eager._forward(cache, b, True, 0)  # same fixed shapes
+    eager._run_step = lambda cache, b, past: eager._forward(cache, b, cache.capacity, True)  # same fixed shapes
     comp = Verifier(model, compile=backend)
     prompt = list(range(40, 75))
     kv_e, kv_c = KVState(), KVState()
@@ -214,39 +214,108 @@ def test_time_split_sums_to_the_decode_time(tiny_model, tiny_tokenizer):
     assert set(s.step_by_bucket) <= set(BUCKETS)
 
 
-def _chain_steps(v: Verifier, prompt: list[int], buckets) -> list[tuple[list[int], int]]:
+def _chain_steps(v: Verifier, prompt: list[int], buckets, kv: KVState | None = None) -> list[tuple[list[int], int]]:
+    """One full-chain step per bucket (bucket b: b - 1 nodes from the prompt) after a
+    fresh prefill of ``prompt`` (into ``kv`` when given)."""
+    assert len(prompt) > max(buckets)
     out = []
     for b in buckets:
-        kv = KVState()
+        kv = kv if kv is not None else KVState()
         v.prefill(kv, prompt, reserve=b + 1)
         step = v.step(kv, prompt[-1], DraftTree.chain(prompt[1:b], "probe"))
         out.append((list(step.accepted), int(step.bonus)))
     return out
 
 
-def test_a_failed_graph_capture_falls_back_for_that_bucket_only(tiny_model):
-    # on the CPU a capture really fails (no CUDA stream): every bucket used runs eagerly,
-    # is reported with its error, and the steps are the eager verifier's
-    prompt = list(range(40, 90))
+def _forced_graph_mode(v: Verifier, capacity: int, monkeypatch) -> None:
+    """``v`` as on CUDA, every capture failing (on any device): the work area, the
+    session switching and the eager fallback over the graphs' fixed shapes."""
+
+    def fail(*a, **k):
+        raise RuntimeError("capture refused (test)")
+
+    monkeypatch.setattr(v, "_capture", fail)
+    v.use_graphs = True
+    v.capture_graphs(capacity)
+
+
+def test_a_failed_graph_capture_falls_back_for_that_shape_only(tiny_model, monkeypatch):
+    prompt = list(range(40, 90)) * 3
     buckets = (1, 4, 8, 16)
-    eager = Verifier(tiny_model, buckets=buckets)
-    forced = Verifier(tiny_model, buckets=buckets)
-    forced.use_graphs = True  # as on CUDA
+    eager = Verifier(tiny_model, buckets=buckets, graphs=False)
+    forced = Verifier(tiny_model, buckets=buckets, graphs=False)
+    _forced_graph_mode(forced, 1024, monkeypatch)
     assert _chain_steps(forced, prompt, buckets) == _chain_steps(eager, prompt, buckets)
     status = forced.graph_status()
-    assert status["captured"] == [] and set(status["failed"]) == {str(b) for b in buckets}
-    assert forced.use_graphs  # one bucket's failure does not turn graphs off for the others
+    assert status["mode"] == "cuda-graphs" and status["captured"] == [] and status["widths"] == [1024]
+    assert set(status["failed"]) == {f"{b}@1024" for b in buckets}
+    assert "capture refused" in status["failed"]["4@1024"]
+    assert forced.use_graphs  # a failed shape does not turn graphs off for the others
     assert eager.graph_status() == {"mode": "eager", "captured": [], "failed": {}}
+
+
+def test_sessions_take_turns_in_the_shared_work_area(tiny_model, monkeypatch):
+    """Graph mode: two sessions alternate in the one work area (the other's rows are
+    parked and brought back), one of them outgrows it (it grows, the graphs are captured
+    again): every step equals an eager verifier with a cache per session."""
+    from lsp_server.sessions import kv_bytes
+
+    eager = Verifier(tiny_model, graphs=False)
+    shared = Verifier(tiny_model, graphs=False)
+    _forced_graph_mode(shared, 512, monkeypatch)
+    assert shared.work.capacity == 512 and shared.graph_widths(4096) == [1024, 2048, 4096]
+    prompts = {"a": list(range(40, 100)), "b": list(range(300, 340)) + list(range(40, 60))}
+    ekv = {k: KVState() for k in prompts}
+    skv = {k: KVState() for k in prompts}
+    roots = {}
+    for k, p in prompts.items():
+        roots[k] = eager.prefill(ekv[k], p)[0]
+        assert shared.prefill(skv[k], p)[0] == roots[k]
+    # "a" was parked when "b" took the area: its rows are its own bytes now
+    assert skv["a"].cache is None and skv["a"].parked is not None and skv["b"].cache is shared.work
+    assert kv_bytes(skv["a"]) == skv["a"].parked.nbytes and kv_bytes(skv["b"]) == 0
+    for i in range(12):  # alternate; each step carries a chain drafted from its prompt
+        k = "ab"[i % 2]
+        tree = DraftTree.chain(prompts[k][i % 7 : i % 7 + 5], "probe")
+        e, s = eager.step(ekv[k], roots[k], tree), shared.step(skv[k], roots[k], tree)
+        assert (e.accepted, e.bonus) == (s.accepted, s.bonus)
+        assert torch.allclose(eager.last_logits, shared.last_logits, atol=1e-5)
+        roots[k] = e.bonus
+        assert ekv[k].ids == skv[k].ids
+    # a longer request grows the area (from 512 rows) and keeps what the session holds
+    longer = skv["a"].ids + [(7 * i) % 500 + 20 for i in range(400)]
+    assert shared.prefill(skv["a"], longer)[0] == eager.prefill(ekv["a"], longer)[0]
+    assert shared.work.capacity >= len(longer) and shared.graph_status()["work_rows"] == shared.work.capacity
+    assert shared.prefill(skv["b"], skv["b"].ids + [7, 8])[0] == eager.prefill(ekv["b"], ekv["b"].ids + [7, 8])[0]
+
+
+class _CountingGraph:
+    def __init__(self, graph) -> None:
+        self.graph, self.replays = graph, 0
+
+    def replay(self) -> None:
+        self.replays += 1
+        self.graph.replay()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
 def test_every_bucket_replays_a_captured_graph_equal_to_the_eager_step(tiny_model):
+    """On CUDA: every (bucket, width) is captured when the verifier is built, and a step
+    of every bucket, at a short and a long past, replays its graph with the eager step's
+    result (same accepted path and bonus, logits within fp32 rounding)."""
     import copy
 
     model = copy.deepcopy(tiny_model).to("cuda")
-    prompt = list(range(40, 90))
-    graphs = Verifier(model)
+    graphs = Verifier(model, graph_capacity=2048)
     eager = Verifier(model, graphs=False)
-    assert graphs.use_graphs
-    assert _chain_steps(graphs, prompt, graphs.buckets) == _chain_steps(eager, prompt, eager.buckets)
-    assert graphs.graph_status()["captured"] == list(graphs.buckets) and not graphs.graph_failures
+    assert graphs.use_graphs and not graphs.graph_failures
+    status = graphs.graph_status()
+    assert status["captured"] == list(graphs.buckets) and status["widths"] == [1024, 2048]
+    for key, (g, out) in list(graphs.work.graphs.items()):
+        graphs.work.graphs[key] = (_CountingGraph(g), out)
+    short = list(range(40, 90)) * 3  # 150 tokens: width 1024
+    long = [(7 * i) % 500 + 20 for i in range(1200)]  # width 2048
+    for prompt in (short, long):
+        assert _chain_steps(graphs, prompt, graphs.buckets) == _chain_steps(eager, prompt, eager.buckets)
+    replays = {key: g.replays for key, (g, _) in graphs.work.graphs.items()}
+    assert all(replays[(b, w)] >= 1 for b in graphs.buckets for w in (1024, 2048)), replays
