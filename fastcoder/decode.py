@@ -150,7 +150,8 @@ def generate(
         st.tokens.extend(out)
         if out:  # the prefill's token is output too: drafters must see it
             drafter.update(st, DraftTree(), [], list(out))
-        budget = StepBudget(cost_curve, config.max_draft_tokens is None and drafter.adaptive_budget, session.acceptance)
+        budget = StepBudget(cost_curve, config.max_draft_tokens is None and drafter.adaptive_budget, session.acceptance,
+                            session.draft_cost)  # fmt: skip
         split = getattr(verifier, "last_split", None) is not None
         while not done:
             if cancel is not None and cancel.is_set():
@@ -164,8 +165,11 @@ def generate(
             t0 = time.perf_counter()
             max_nodes = config.max_draft_tokens if config.max_draft_tokens is not None else 64
             drafting = (max_nodes > 0 or drafter.drafts_at_zero_budget) and budget.should_draft()
-            tree = drafter.draft(st, max_nodes) if drafting else DraftTree()
+            asked = budget.request(max_nodes) if drafting else 0  # fewer where drafting costs more than it brings
+            tree = drafter.draft(st, asked) if drafting else DraftTree()
             t1 = time.perf_counter()
+            if asked:
+                budget.observe_drafting(asked, t1 - t0)
             stats.retrieval_s += t1 - t0
             # 2. what could still be committed (nothing past max_new_tokens, nothing after a
             # stop id, nor after a line end where one ends the output), then the budget: the

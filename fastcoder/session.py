@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from fastcoder.budget import AcceptanceModel
+from fastcoder.budget import AcceptanceModel, DraftCost
 from fastcoder.config import DecodeConfig
 from fastcoder.ngram import NgramIndex
 from fastcoder.source_weights import SourceWeights
@@ -60,6 +60,7 @@ class Session:
         # how likely drafts are to be accepted, learned by the draft budget
         # (budget.AcceptanceModel), carried from one generation to the next
         self.acceptance = AcceptanceModel()
+        self.draft_cost = DraftCost()  # drafting seconds per requested node (budget.DraftCost)
         self.lock = threading.Lock()  # one generation at a time per session
 
     def reset(self) -> None:
@@ -68,6 +69,7 @@ class Session:
         self.weights.clear()
         self.kv.reset()
         self.acceptance = AcceptanceModel()
+        self.draft_cost = DraftCost()
 
 
 @dataclass

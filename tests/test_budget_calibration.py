@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from fastcoder.budget import AcceptanceModel, CostCurve, StepBudget
 from fastcoder.session import Session
 from fastcoder.trie import DraftTree, WeightedTrie
@@ -143,3 +145,41 @@ def test_measuring_records_how_contended_the_cpu_was(tiny_model) -> None:
     curve, conditions = budget._measure_recorded(v)
     assert 0.0 < conditions["cpu_share"] <= 1.0 and conditions["load_per_cpu"] >= 0.0
     assert curve.ks == [0, 3] and 2048 in curve.by_length
+
+
+def test_draft_cost_fits_a_fixed_part_and_a_cost_per_node() -> None:
+    from fastcoder.budget import DraftCost
+
+    cost = DraftCost()
+    assert cost.coefficients() is None
+    cost.observe(16, 0.0008)
+    assert cost.coefficients() == pytest.approx((0.0, 0.00005))  # one size seen: proportional
+    for m in (8, 64, 16, 32) * 5:
+        cost.observe(m, 0.0003 + 0.00002 * m)
+    a, b = cost.coefficients()
+    assert a == pytest.approx(0.0003, rel=0.05) and b == pytest.approx(0.00002, rel=0.05)
+    frozen = DraftCost(fixed=(0.001, 0.0))
+    frozen.observe(8, 1.0)
+    assert frozen.coefficients() == (0.001, 0.0)
+
+
+def test_requests_shrink_where_drafting_costs_more_than_nodes_bring() -> None:
+    from fastcoder.budget import DraftCost
+
+    gpu = CostCurve(ks=[0, 3, 7, 15, 31, 63], seconds=[0.004] * 6)  # an H100's: any size costs the same
+
+    def requests(per_node_s: float, prob: float) -> list[int]:
+        budget = StepBudget(gpu, draft_cost=DraftCost(fixed=(0.0, per_node_s)))
+        asked = []
+        for _ in range(4):
+            asked.append(budget.request(64))
+            tree = DraftTree.chain(range(100, 100 + asked[-1]), "context", prob=prob)
+            budget.trim(tree)
+        return asked
+
+    assert requests(0.0, 1.0)[0] == 64  # nothing learned yet: the most
+    # drafting is free and every drafted node is worth verifying: the request stays the most
+    assert requests(0.0, 1.0)[-1] == 64
+    # each node costs 1 ms to draft (a quarter of a step): only the first few are worth it
+    cheap, dear = requests(0.0, 1.0), requests(0.001, 1.0)
+    assert dear[-1] < cheap[-1] and dear[-1] in StepBudget.REQUEST_SIZES

@@ -21,6 +21,7 @@ from fastcoder.datastore import TokenDatastore
 from fastcoder.decode import generate
 from fastcoder.drafters import Drafter, FastCoderDrafter, Sources
 from fastcoder.engine import Engine
+from fastcoder.budget import DraftCost
 from fastcoder.replay import ReplayVerifier
 from fastcoder.search import Retrieval
 from fastcoder.session import DraftState, Session
@@ -124,10 +125,15 @@ def test_simulator_and_real_loop_agree_step_for_step(engine, method, budget):
         cfg = DecodeConfig(method=method, max_new_tokens=48, max_draft_tokens=budget)
         reference = ar.tokens[2:30] if method in ("reuse", "fastcoder") else None
         rule = block_end(indent, check_first_line=True)
-        real = engine.generate(prompt, cfg, session=Session(cfg), sources=Sources(dr=dr, dc=dc), reference=reference, stop_fn=rule)
+        # the adaptive budget sizes its requests by the measured drafting time: both loops
+        # get the same drafting-cost model, so their steps depend on nothing timed
+        sessions = [Session(cfg), Session(cfg)]
+        for s in sessions:
+            s.draft_cost = DraftCost(fixed=(2e-4, 2e-5))
+        real = engine.generate(prompt, cfg, session=sessions[0], sources=Sources(dr=dr, dc=dc), reference=reference, stop_fn=rule)
         assert real.tokens == ar.tokens
         curve = engine.cost_curve() if budget is None else None
-        sim = replay_task(_record(prompt, ar, indent), cfg, Sources(dr=dr, dc=dc), tok, curve, Session(cfg),
+        sim = replay_task(_record(prompt, ar, indent), cfg, Sources(dr=dr, dc=dc), tok, curve, sessions[1],
                           max_nodes=engine.verifier.max_nodes, reference=reference)  # fmt: skip
         assert sim.tokens == real.tokens and sim.text == real.text
         assert _steps(sim.stats) == _steps(real.stats)
