@@ -47,7 +47,9 @@ class DecodeConfig:
     measured side by side (``fastcoder bench --suite repo --limit 20 --methods
     ...,fastcoder,fastcoder-n2``, bf16, 2-vCPU AVX512-BF16): 1.74x vs 1.66x AR (+5%)."""
     max_draft_tokens: int | None = None
-    """Nodes in the draft tree. None = choose from the measured verify-cost curve c(k)."""
+    """Nodes in the draft tree. None = choose from the measured verify-cost curve c(k),
+    the drafter asked for 8..64 nodes by the measured drafting cost
+    (``budget.StepBudget.request``)."""
     max_draft_depth: int = 16
     """Longest root-to-leaf path in a draft tree."""
     prune_at_line_end: bool = True
