@@ -199,7 +199,8 @@ class Verifier:
     """Runs prefill and fixed-shape tree-verification steps for one model.
 
     ``graphs``: run the steps as CUDA graphs, all captured here over a shared work area
-    of ``graph_capacity`` rows (default: on when the model is on CUDA). ``compile``: a ``torch.compile`` backend for the step ("inductor",
+    of ``graph_capacity`` rows (default: on when the model is on CUDA).
+    ``compile``: a ``torch.compile`` backend for the step ("inductor",
     "aot_eager"; default None = eager), mainly to check the compiled path on the CPU.
     ``fold_gqa``: switch a GQA model (in place) to :mod:`fastcoder.attention`'s folded
     attention, which never expands K/V (default on; models it does not suit keep theirs).
