@@ -10,8 +10,11 @@ of the best-first draft that maximises expected tokens per second::
     rate(k) = (1 + sum_{i<k} P_i) / (c(bucket(k + 1)) + draft_s)
 
 where P_i is the chance that the path to node i is accepted and ``draft_s`` is an
-optional drafting cost per step (the decode loop passes none, so an offline replay of a
-run takes the same steps). k = 0 (bucket 1, an AR step) wins whenever no tree pays for
+optional drafting cost per step (the decode loop passes none to the trim). What the
+drafter is asked for does depend on timing: :class:`DraftCost` learns the measured
+drafting time and :meth:`StepBudget.request` sizes the request by it, so an offline
+replay takes the same steps as a run only with the same drafting-cost model (a test pins
+one on both). k = 0 (bucket 1, an AR step) wins whenever no tree pays for
 itself; then :class:`StepBudget` drafts nothing for the next 1, 2, 4, then 8 steps.
 
 P_i comes from :class:`AcceptanceModel`: the product, along the path, of each node's
