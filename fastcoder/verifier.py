@@ -237,6 +237,7 @@ class Verifier:
             raise ValueError("CUDA graphs need a CUDA device")
         self.work: StaticKV | None = None  # graphs: the one cache they address
         self._owner: KVState | None = None  # the session whose rows are in ``work``
+        self._widths: list[int] = []  # graph widths of ``work`` (graph_widths of its capacity)
         self.compile = compile
         self._compiled = None
         # prompt tokens per prefill forward: a cancelled request stops within one chunk
@@ -335,7 +336,8 @@ class Verifier:
             work = StaticKV(self.model.config, cap, self.dtype, self.device)
             work.shared = True
             pool = torch.cuda.graph_pool_handle() if self.device.type == "cuda" else None
-            for w in reversed(self.graph_widths(cap)):
+            self._widths = self.graph_widths(cap)  # looked up at every step: computed once here
+            for w in reversed(self._widths):
                 for b in reversed(self.buckets):
                     try:
                         self._capture(work, b, w, pool)
@@ -369,7 +371,7 @@ class Verifier:
 
     def _width(self, cache: StaticKV, rows: int) -> int:
         """The smallest graph width holding ``rows`` attended rows."""
-        for w in self.graph_widths(cache.capacity):
+        for w in self._widths:
             if w >= rows:
                 return w
         return cache.capacity
@@ -534,7 +536,7 @@ class Verifier:
         the benchmark reports."""
         if not self.use_graphs:
             return {"mode": "eager", "captured": [], "failed": {}}
-        widths = self.graph_widths(self.work.capacity) if self.work is not None else []
+        widths = self._widths if self.work is not None else []
         full = [b for b in self.buckets if widths and all((b, w) in self.graph_captured for w in widths)]
         return {"mode": "cuda-graphs", "captured": full, "widths": widths,
                 "work_rows": self.work.capacity if self.work is not None else 0,
