@@ -40,7 +40,7 @@ from fastcoder.stats import GenStats
 from fastcoder.stops import IncrementalDecoder, StopFn, StopLike, StopStrings, any_of, as_rule  # noqa: F401 (StopFn re-exported)
 from fastcoder.tokens import TokenInfo
 from fastcoder.trie import DraftTree
-from fastcoder.verifier import Verifier
+from fastcoder.verifier import Verifier, read_margins
 
 StepCallback = Callable[[list[int], GenStats], None]
 
@@ -88,7 +88,7 @@ def generate(
     matcher = rule.matcher() if rule is not None else None
     text_so_far = IncrementalDecoder(tokenizer) if matcher is not None else None
     info = TokenInfo.for_tokenizer(tokenizer) if drafter.needs_token_info else None
-    margins: list[float] = []
+    margins: list = []  # floats and per-step Margins, read once at the end (no sync per step)
     out: list[int] = []
     cut_text: int | None = None
 
@@ -141,7 +141,7 @@ def generate(
             stats.new_tokens = 0
             stats.total_s = time.perf_counter() - t_start
             drafter.close()
-            return Generation(tokens=[], text="", stats=stats, cancelled=True, margins=margins)
+            return Generation(tokens=[], text="", stats=stats, cancelled=True, margins=read_margins(margins))
         if margin is not None and verifier.record_margins:
             margins.append(margin)
         st = DraftState(list(prompt_ids), len(prompt_ids), config, session, stats, info)
@@ -204,8 +204,10 @@ def generate(
             stats.draft_sizes.append(len(tree))
             # 4. accept and commit
             new = [tree.tokens[i] for i in step.accepted] + [step.bonus]
-            if step.margins:
+            if isinstance(step.margins, list):
                 margins.extend(step.margins)
+            elif step.margins is not None:
+                margins.append(step.margins)
             for i in step.accepted:
                 stats.accepted_by_source[tree.sources[i]] += 1
             stats.accept_lengths.append(len(step.accepted))
@@ -229,7 +231,7 @@ def generate(
         text = text[:cut_text]
     stats.new_tokens = len(out)
     stats.total_s = time.perf_counter() - t_start
-    return Generation(tokens=out, text=text, stats=stats, cancelled=cancelled, margins=margins)
+    return Generation(tokens=out, text=text, stats=stats, cancelled=cancelled, margins=read_margins(margins))
 
 
 class _EndingIds:

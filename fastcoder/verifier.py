@@ -188,11 +188,56 @@ class KVState:
         del self.ids[n:]
 
 
+class Margins:
+    """The top-2 logit margins of the tokens one step emitted, still where the step
+    computed them: on a GPU reading them waits for the step, so the decode loop reads
+    them once, after the generation (:func:`read_margins`), not inside the timed steps.
+
+    ``gaps``: a margin per row of ``gaps`` (a tensor); ``rows``: the emitted tokens'
+    rows among them (None: all, in order); ``first``: replaces the first margin (token
+    healing: the margin among the allowed ids, already on the host)."""
+
+    __slots__ = ("gaps", "rows", "first")
+
+    def __init__(self, gaps: torch.Tensor, rows: list[int] | None = None, first: float | None = None) -> None:
+        self.gaps, self.rows, self.first = gaps, rows, first
+
+    def tolist(self) -> list[float]:
+        g = self.gaps.tolist()
+        out = [g[r] for r in self.rows] if self.rows is not None else g
+        if self.first is not None and out:
+            out[0] = self.first
+        return out
+
+    def __getitem__(self, i: int) -> float:
+        return self.tolist()[i]
+
+    def __len__(self) -> int:
+        return len(self.rows) if self.rows is not None else int(self.gaps.numel())
+
+
+def read_margins(parts: Sequence["float | Margins | None"]) -> list[float]:
+    """Host floats from the margins a generation collected (floats as they are)."""
+    out: list[float] = []
+    for p in parts:
+        if isinstance(p, Margins):
+            out.extend(p.tolist())
+        elif p is not None:
+            out.append(float(p))
+    return out
+
+
+def top2_gaps(logits: torch.Tensor) -> torch.Tensor:
+    """Top-2 logit margin of every row of ``logits`` (float32, on its device, no sync)."""
+    top = torch.topk(logits, 2, dim=-1).values.float()
+    return top[..., 0] - top[..., 1]
+
+
 @dataclass
 class StepResult:
     accepted: list[int]  # node indices along the accepted path
     bonus: int  # the model's token after the accepted path
-    margins: list[float] | None = None  # top-2 logit margin per emitted token (when asked)
+    margins: Margins | list[float] | None = None  # top-2 logit margin per emitted token (when asked)
 
 
 class Verifier:
@@ -597,6 +642,10 @@ class Verifier:
         self._dev_in[3 * b].copy_(h[3 * b], non_blocking=True)
         t1 = time.perf_counter()
         logits, greedy_dev = self._run_step(cache, b, past)
+        # margins (when asked): on a GPU every row's, queued behind the step before the
+        # one sync below (reading them later waits for nothing); on the CPU the emitted
+        # rows' only, after the walk
+        gaps = top2_gaps(logits) if self.record_margins and self.device.type != "cpu" else None
         greedy = greedy_dev.tolist()  # the one device->host transfer
         t2 = time.perf_counter()
         self.last_logits = logits[f : f + n + 1]  # rows: the tree's root (the last forced token or root), its nodes
@@ -616,9 +665,11 @@ class Verifier:
         bonus = greedy[row + f]
         margins = None
         if self.record_margins:
-            margins = [self._margin(logits[r + f]) for r in [0] + [i + 1 for i in accepted]]
-            if allowed is not None:
-                margins[0] = first_margin
+            rows = [f] + [i + 1 + f for i in accepted]
+            if gaps is None:
+                margins = Margins(top2_gaps(logits[rows]), None, first_margin)
+            else:
+                margins = Margins(gaps, rows, first_margin)
         t3 = time.perf_counter()
         # KV compaction: root and forced rows stay at rows past..past+f; accepted node rows
         # move up behind them
@@ -648,5 +699,6 @@ class Verifier:
 
     @staticmethod
     def _margin(logits: torch.Tensor) -> float | None:
-        top = torch.topk(logits.float(), 2).values
-        return float(top[0] - top[1])
+        """One row's top-2 margin on the host (prefill and token healing: once per
+        generation)."""
+        return float(top2_gaps(logits))

@@ -174,6 +174,37 @@ def test_generate_static_equals_eager_reference_every_drafter(tiny_model, tiny_t
             assert g1.tokens == g2.tokens == ar, method
 
 
+def test_recorded_margins_equal_the_eager_reference_and_are_read_after_the_steps(tiny_model, tiny_tokenizer):
+    """With margins asked for, a step hands back its emitted tokens' top-2 margins
+    unread (a :class:`Margins`, read once after the generation: no sync inside the
+    steps); they equal the eager reference's, one per emitted token."""
+    from fastcoder.verifier import Margins
+
+    rng = random.Random(11)
+    vocab = len(tiny_tokenizer)
+    prompt = [rng.randrange(4, vocab) for _ in range(30)]
+    engine = Engine(tiny_model, tiny_tokenizer, name="tiny", record_margins=True)
+    ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=16))
+    cfg = DecodeConfig(method="fastcoder", max_new_tokens=16, max_draft_tokens=8, cache_min_sequences=0)
+    sources = Sources(dr=TokenDatastore.build([prompt[4:] + ar.tokens[:12]]))
+    fc = engine.generate(prompt, cfg, sources=sources)
+    eager, s_eager = EagerVerifier(tiny_model, record_margins=True), Session(cfg)
+    s_eager.kv = EagerKV()
+    ref = generate(eager, tiny_tokenizer, make_drafter(cfg, sources, pool=engine.pool), prompt, cfg, session=s_eager)
+    assert fc.tokens == ar.tokens == ref.tokens
+    assert fc.stats.forward_steps < len(fc.tokens)  # drafts were accepted: several tokens a step
+    for g in (ar, fc):
+        assert len(g.margins) == len(g.tokens)
+        assert all(isinstance(m, float) and m >= 0 for m in g.margins)
+    assert fc.margins == pytest.approx(ar.margins, abs=1e-4)
+    assert fc.margins == pytest.approx(ref.margins, abs=1e-4)
+    kv = KVState()
+    first, _, _ = engine.verifier.prefill(kv, prompt, reserve=16)
+    r = engine.verifier.step(kv, first, DraftTree.chain(ar.tokens[1:5], "x"))
+    assert isinstance(r.margins, Margins) and len(r.margins) == len(r.accepted) + 1
+    assert r.margins.tolist() == pytest.approx(ar.margins[1 : len(r.accepted) + 2], abs=1e-4)
+
+
 def test_budget_picks_the_bucket_with_the_best_expected_rate():
     from fastcoder.budget import CostCurve
 
