@@ -17,7 +17,12 @@ ids (or None).
    The trie is expanded best-first (count, then ascending token) with exact counts
    summed over the parts; a node pushes only its ``max_nodes - found`` heaviest
    children (lower siblings can never be popped within the budget), which keeps a
-   common suffix with thousands of distinct next tokens cheap.
+   common suffix with thousands of distinct next tokens cheap. One store's range of up
+   to ``MATRIX_ROWS`` occurrences (nearly every search) is instead counted in one pass
+   over its continuation matrix and the same best-first order replayed on the counts
+   (:func:`_matrix_continuations`): on 851 searches recorded from the repository
+   suite, 2-4x faster for 17-256 occurrences, 2x for up to 16 and for 257-2,048,
+   same answer; larger ranges stay node by node (a 16-column matrix of them cost 7x).
 
 The answer is identical to one store built over the live documents of all parts (same
 match length, total, paths, counts and order); the tests check it against brute force.
@@ -28,6 +33,8 @@ and scales the counts: then the counts are estimates (``total`` stays exact).
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
+from collections import deque
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -148,6 +155,103 @@ def _children(tokens: np.ndarray, pos: np.ndarray, depth: int) -> tuple[np.ndarr
     return toks[keep], starts[keep], ends[keep]
 
 
+MATRIX_ROWS = 2048
+"""A single store's range of at most this many occurrences is counted in one pass over
+its (occurrences x ``max_depth``) continuation matrix (:func:`_matrix_continuations`);
+larger ranges (and several stores) are expanded node by node, best first."""
+
+
+def _matrix_continuations(tokens: np.ndarray, pos: np.ndarray, max_nodes: int, max_depth: int,
+                          scale: int) -> list[tuple[tuple[int, ...], int]]:  # fmt: skip
+    """:func:`continuations` for one store, from the whole continuation matrix at once.
+
+    Row i holds the ``max_depth`` tokens after ``pos[i]`` (a separator, or the array's
+    end, ends a row: later columns do not count). The rows are in suffix-array order, so
+    every trie node is a run of adjacent rows: a row starts a node at depth d when it
+    differs from the row above in one of its first d + 1 tokens. Counts are run lengths,
+    children come in ascending token order, and no child is heavier than its parent.
+
+    The best-first order (count, then push order: a node's children are pushed in
+    ascending token order when it is taken) is replayed exactly as the node-by-node
+    expansion makes it. Let ``floor`` be the count of the ``max_nodes``-th heaviest node:
+    every heavier node is taken first (fewer than ``max_nodes``; a heap), and the nodes
+    weighing exactly ``floor`` then leave in the order they were pushed (a queue: the
+    ``floor`` roots, then the ``floor`` children of the heavier nodes as those were taken,
+    then, breadth first, their own ``floor`` children). Lighter nodes are never taken."""
+    n = tokens.size
+    idx = pos[:, None] + np.arange(max_depth, dtype=np.int64)
+    if int(idx[:, -1].max()) < n:
+        mat = np.asarray(tokens[idx])
+    else:
+        mat = np.full(idx.shape, SEP, dtype=np.int32)
+        ok = idx < n
+        mat[ok] = tokens[idx[ok]]
+    valid = np.logical_and.accumulate(mat != SEP, axis=1)
+    start = np.ones(mat.shape, dtype=bool)
+    np.logical_or.accumulate(mat[1:] != mat[:-1], axis=1, out=start[1:])
+    start &= valid
+    per_depth = start.sum(axis=0)
+    if not per_depth[0]:
+        return []
+    # global node ids, depth by depth, top to bottom within a depth
+    offsets = np.concatenate(([0], np.cumsum(per_depth)[:-1]))
+    gid = np.cumsum(start, axis=0) - 1 + offsets  # (rows, depths): the node each row is in
+    total = int(per_depth.sum())
+    counts = np.bincount(gid[valid], minlength=total)
+    d_of, r_of = np.nonzero(start.T)  # node g starts at row r_of[g], depth d_of[g]
+    parent = np.where(d_of > 0, gid[r_of, np.maximum(d_of - 1, 0)], -1)
+    k = min(max_nodes, total)
+    heavy = counts[counts > 1]
+    floor = int(np.partition(heavy, heavy.size - k)[heavy.size - k]) if heavy.size >= k else 1
+    cnt = counts.tolist()
+    par = parent.tolist()  # non-decreasing: a node's children are one run of ids
+    roots = int(per_depth[0])
+
+    def tok(g: int) -> int:
+        return int(mat[r_of[g], d_of[g]])
+
+    def kids(g: int) -> range:
+        lo = bisect_left(par, g, roots)
+        return range(lo, bisect_left(par, g + 1, lo))
+
+    out: list[tuple[tuple[int, ...], int]] = []
+    path_of: dict[int, tuple[int, ...]] = {}
+    queue: deque[int] = deque()  # nodes weighing `floor`, in push order
+    heap: list[tuple[int, int, int]] = []
+    for g in range(roots):  # roots are pushed first, in ascending token order
+        if cnt[g] >= floor:
+            path_of[g] = (tok(g),)
+            if cnt[g] > floor:
+                heap.append((-cnt[g], g, g))
+            else:
+                queue.append(g)
+    heapq.heapify(heap)
+    order = roots
+    while heap:  # the nodes heavier than `floor` (fewer than max_nodes)
+        neg, _, g = heapq.heappop(heap)
+        path = path_of.pop(g)
+        out.append((path, -neg * scale))
+        for c in kids(g):
+            if cnt[c] > floor:
+                path_of[c] = path + (tok(c),)
+                heapq.heappush(heap, (-cnt[c], order, c))
+                order += 1
+            elif cnt[c] == floor and len(out) + len(queue) < max_nodes:
+                path_of[c] = path + (tok(c),)
+                queue.append(c)
+    while queue and len(out) < max_nodes:  # then `floor` nodes, first pushed first
+        g = queue.popleft()
+        path = path_of.pop(g)
+        out.append((path, floor * scale))
+        for c in kids(g):
+            if len(out) + len(queue) >= max_nodes:
+                break
+            if cnt[c] == floor:
+                path_of[c] = path + (tok(c),)
+                queue.append(c)
+    return out
+
+
 def continuations(
     parts: Sequence[tuple[TokenDatastore, np.ndarray]],
     *,
@@ -169,6 +273,8 @@ def continuations(
     parts = [(s._tok, p) for s, p in parts if p.size]
     if not parts or max_nodes <= 0 or max_depth <= 0:
         return out
+    if len(parts) == 1 and parts[0][1].size <= MATRIX_ROWS:
+        return _matrix_continuations(parts[0][0], np.asarray(parts[0][1], dtype=np.int64), max_nodes, max_depth, scale)
     heap: list[tuple[int, int, tuple[int, ...], list[np.ndarray | None]]] = []
     counter = 0
     single = len(parts) == 1
