@@ -75,6 +75,19 @@ def _argv(model_dir, task_file, common, out, *extra):
             "--out", str(out), "--quiet", "--threads", "1", *extra]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def fixed_draft_cost():
+    """Draft requests depend on measured drafting time (``budget.DraftCost``), so a
+    run and its offline replay could take different steps: pinned for this module's
+    run and replay (the simulator test compares them step for step)."""
+    from fastcoder import budget
+
+    init = budget.DraftCost.__init__
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(budget.DraftCost, "__init__", lambda self, fixed=(2e-4, 2e-5): init(self, fixed))
+        yield
+
+
 @pytest.fixture(scope="module")
 def bench_run(tiny_model_dir, task_file, common_path, tmp_path_factory):
     out = tmp_path_factory.mktemp("bench-out")
