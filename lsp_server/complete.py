@@ -50,7 +50,7 @@ from lsp_server.context import ContextBuilder, ContextState, fs_path
 from lsp_server.metrics import ServerMetrics
 from lsp_server.model_host import ModelHost
 from lsp_server.postprocess import document_indent_unit, finalize
-from lsp_server.prompt import CursorContext, Prompt, build_prompt, encode, fim_special_ids
+from lsp_server.prompt import CursorContext, Prompt, build_prompt, encode, fim_special_ids, place_context
 from lsp_server.recall import after_accept, continues, recall, state_key, typed_through
 from lsp_server.sessions import DocumentState, Inflight, SessionRegistry, Suggestion
 from lsp_server.settings import ServerSettings
@@ -427,7 +427,8 @@ class Completer:
         ids = head + encode(tok, text[: (budget + 1) * 12])
         if len(ids) > budget or len(ids) < 2:
             return
-        ids = context_ids + ids
+        if settings.context_placement == "first":
+            ids = context_ids + ids
         for k in range(256, len(ids) + 256, 256):
             if self.host.waiting():
                 return  # a request is waiting: give way (what is prefilled so far stays)
@@ -529,7 +530,7 @@ class Completer:
             sources = index.sources() if index is not None else None
         t_engine = time.perf_counter()
         gen = engine.generate(
-            context_ids + prompt.ids,
+            place_context(context_ids, prompt.ids, settings.context_placement, loaded.fim, tok),
             config,
             session=doc.session,
             sources=sources,

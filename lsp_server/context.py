@@ -201,7 +201,8 @@ class ContextBuilder:
             return None
         roots = list(getattr(index, "roots", None) or [])
         relpath = _relpath(path, roots) if path else uri
-        key = (tuple(sorted(budgets.items())), settings.max_prompt_tokens, id(tokenizer), relpath)
+        placement = getattr(settings, "context_placement", "first")
+        key = (tuple(sorted(budgets.items())), settings.max_prompt_tokens, id(tokenizer), relpath, placement)
         symbols = _symbols(index)
         wanted = self._wanted(symbols, path, relpath, ctx) if "definitions" in budgets else {}
         if current is not None and current.key == key and not refresh:
@@ -327,11 +328,12 @@ class ContextBuilder:
                 spans.append((piece.path, piece.line, end))
         if not chosen:
             return ContextState(key, [], "", [], frozenset(wanted))
-        ids, text = self._render(tokenizer, chosen, relpath, roots)
+        render = self._render_comments if key[-1] == "before-middle" else self._render
+        ids, text = render(tokenizer, chosen, relpath, roots)
         if len(ids) > total:  # headers pushed it over: drop the last pieces until it fits
             while chosen and len(ids) > total:
                 chosen.pop()
-                ids, text = self._render(tokenizer, chosen, relpath, roots) if chosen else ([], "")
+                ids, text = render(tokenizer, chosen, relpath, roots) if chosen else ([], "")
         kept = {p.source for p in chosen}
         return ContextState(key, ids, text, chosen, frozenset(wanted), {s: n for s, n in used.items() if s in kept})
 
@@ -360,6 +362,19 @@ class ContextBuilder:
             ids += [specials[1], *self._encode(tokenizer, f"{relpath}\n")]
             parts.append(f"<file_sep>{relpath}\n")
         return ids, "".join(parts)
+
+
+    def _render_comments(self, tokenizer: Any, pieces: list[Piece], relpath: str, roots: list) -> tuple[list[int], str]:
+        """The pieces as commented code fragments (CrossCodeEval's cross-file context
+        format), for ``contextPlacement: before-middle``: the text goes after the
+        suffix, where the model reads code, not the repository's file layout."""
+        rule = "# " + "-" * 50 + "\n"
+        parts = ["\n\n# Here are some relevant code fragments from other files of the repo:\n", rule]
+        for p in sorted(pieces, key=lambda p: (p.path, p.line)):
+            body = "".join(f"# {line}\n" if line else "#\n" for line in p.text.split("\n"))
+            parts.append(f"# the below code fragment can be found in:\n# {p.path}\n{rule}{body}{rule}")
+        text = "".join(parts)
+        return self._encode(tokenizer, text), text
 
 
 # ---------------------------------------------------------------------------- paths

@@ -366,3 +366,18 @@ def fim_special_ids(tokenizer: Any) -> set[int]:
     )  # fmt: skip
     vocab = tokenizer.get_vocab()
     return {vocab[n] for n in names if n in vocab}
+
+
+def place_context(context_ids: list[int], prompt_ids: list[int], placement: str, fim: Any, tokenizer: Any) -> list[int]:
+    """The model's input: the document's prompt with the cross-file context in it.
+    ``first``: the context before the prompt (it stays cached across every keystroke and
+    every line). ``before-middle``: after the suffix, right before the FIM middle token
+    (where Qwen2.5-Coder's CrossCodeEval harness puts it); without FIM tokens, first."""
+    if not context_ids:
+        return list(prompt_ids)
+    if placement == "before-middle" and fim is not None:
+        middle = tokenizer.convert_tokens_to_ids(fim.middle)
+        if middle in prompt_ids:
+            at = prompt_ids.index(middle)
+            return prompt_ids[:at] + context_ids + prompt_ids[at:]
+    return context_ids + prompt_ids

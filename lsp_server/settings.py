@@ -73,6 +73,13 @@ contextSources     ``{"definitions": 384,       token budget per context source 
                                                 documents most like the text before the cursor;
                                                 edits: the places last completed at in the other open
                                                 documents. In all at most maxPromptTokens / 3
+contextPlacement   ``first``                    where the context goes: first: before the document's
+                                                FIM prompt, in the repository format above (cached
+                                                across every keystroke and line); before-middle:
+                                                after the suffix, right before <|fim_middle|>, as
+                                                commented code fragments (the placement of Qwen2.5-
+                                                Coder's CrossCodeEval harness; an anchor change re-
+                                                prefills the suffix and the context)
 keepWhitespace     false                        debug: return whitespace-only suggestions too
 ================== ============================ =====================================================
 
@@ -97,6 +104,7 @@ log = logging.getLogger(__name__)
 RELOAD_KEYS = ("model", "dtype", "device", "pack_weights")
 CONTEXT_SOURCES = ("definitions", "open", "edits")
 DEFAULT_CONTEXT_SOURCES = {"definitions": 384, "open": 192, "edits": 128}
+CONTEXT_PLACEMENTS = ("first", "before-middle")
 REINDEX_KEYS = ("workspace_index", "common_index", "dependency_index", "python_path")
 """Settings whose change needs the model to be loaded again."""
 
@@ -138,6 +146,7 @@ class ServerSettings:
     prefetch: bool = True
     cross_file_context: bool = False
     context_sources: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_CONTEXT_SOURCES))
+    context_placement: str = "first"
     engine: DecodeConfig = field(default_factory=DecodeConfig)
 
     # ------------------------------------------------------------------ building
@@ -227,6 +236,8 @@ class ServerSettings:
             if isinstance(budget, bool) or not isinstance(budget, (int, float)) or int(budget) != budget or budget < 0:
                 raise SettingsError(f"context_sources.{name} must be a token count >= 0, got {budget!r}")
         self.context_sources = {n: int(b) for n, b in sources.items() if b}
+        if self.context_placement not in CONTEXT_PLACEMENTS:
+            raise SettingsError(f"context_placement must be one of {', '.join(CONTEXT_PLACEMENTS)}, got {self.context_placement!r}")
         if self.prompt_layout not in LAYOUTS:
             raise SettingsError(f"prompt_layout must be one of {', '.join(LAYOUTS)}, got {self.prompt_layout!r}")
         if self.debounce_ms != "auto":

@@ -33,8 +33,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # the default sources on top of the document's no-context prompt (a 2048-token
     # document share plus up to 704 context tokens), instead of out of it
     "context-on-top": {"crossFileContext": True, "maxPromptTokens": 2048 + 704},
+    # the default sources as commented fragments after the suffix, right before the FIM
+    # middle token (Qwen2.5-Coder's CrossCodeEval harness)
+    "context-middle": {"crossFileContext": True, "contextPlacement": "before-middle"},
 }
-WITH_TABS = frozenset({"open", "context", "context-on-top"})
+WITH_TABS = frozenset({"open", "context", "context-on-top", "context-middle"})
 BASE = "no-context"
 SERVER_OPTIONS = {"debounceMs": 0, "prefetch": False, "earlyAnswerMs": None, "timeBudgetMs": 30000,
                   "warmOnOpen": False, "maxNewTokens": 64}  # fmt: skip
