@@ -95,7 +95,7 @@ class QualityServer:
         known = first.get("settings", {})
         # each variant is sent on top of the server's own values of the keys the variants
         # set, so that `context` gets the default sources again after `definitions`
-        self.baseline = {k: known[k] for k in ("crossFileContext", "contextSources", "maxPromptTokens") if k in known}
+        self.baseline = {k: known[k] for k in sorted({k for v in VARIANTS.values() for k in v}) if k in known}
         self.knows = {k: k in known for k in ("crossFileContext", "contextSources")}
 
     def stats(self) -> dict[str, Any]:
