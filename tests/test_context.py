@@ -12,7 +12,8 @@ import pytest
 from indexer.symbols import SymbolTable, absolute_module, imports_of, python_definitions
 from indexer.workspace import WorkspaceIndex
 from lsp_server.context import ContextBuilder
-from lsp_server.prompt import CursorContext
+from fastcoder.models.load import FimTokens
+from lsp_server.prompt import CursorContext, place_context
 from lsp_server.settings import ServerSettings, SettingsError
 
 CORE = '''\
@@ -224,3 +225,27 @@ def test_each_source_stays_in_its_budget_and_the_whole_in_a_third_of_the_prompt(
         assert state.tokens <= 450 // 3  # headers included, within a third of the prompt
     with pytest.raises(SettingsError):
         ServerSettings().merged({"contextSources": {"everything": 10}})
+
+
+def test_before_middle_puts_commented_fragments_after_the_suffix(workspace, tmp_path, tiny_tokenizer):
+    ws, index = workspace
+    builder = ContextBuilder()
+    first = _context(builder, None, index, tmp_path, tiny_tokenizer)
+    settings = ON.merged({"contextPlacement": "before-middle"})
+    state = _context(builder, first, index, tmp_path, tiny_tokenizer, settings=settings)
+    assert state is not first  # another placement is another context
+    assert "<repo_name>" not in state.text and "# pkg/core.py" in state.text
+    assert "# def helper(x, y=2):" in state.text  # the code, commented out
+    assert all(line.startswith("#") for line in state.text.strip("\n").split("\n"))
+    assert state.tokens <= settings.max_prompt_tokens // 3
+    # in the model's input: after the suffix, right before the middle token
+    fim = FimTokens("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")
+    middle = tiny_tokenizer.convert_tokens_to_ids("<|fim_middle|>")
+    prompt = [20, 21, 22, middle, 23, 24]
+    ctx = [30, 31]
+    assert place_context(ctx, prompt, "before-middle", fim, tiny_tokenizer) == [20, 21, 22, 30, 31, middle, 23, 24]
+    assert place_context(ctx, prompt, "first", fim, tiny_tokenizer) == [30, 31, *prompt]
+    assert place_context(ctx, prompt, "before-middle", None, tiny_tokenizer) == [30, 31, *prompt]  # no FIM: first
+    assert place_context([], prompt, "before-middle", fim, tiny_tokenizer) == prompt
+    with pytest.raises(SettingsError):
+        ServerSettings().merged({"contextPlacement": "last"})
