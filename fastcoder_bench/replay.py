@@ -736,6 +736,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 NO_CONTEXT = "nocontext"
 CONTEXT = "context"
+MIDDLE = "middle"  # the cross-file context on, placed before the FIM middle token
 PACKED, PLAIN = "packed", "plain"  # the CPU matmul path: packWeights on / off
 NO_LINE_PRUNE = "noprune"  # drafts below a line end verified even in single-line mode (an ablation)
 NO_MERGE = "nomerge"  # the prompt's uncached tail prefilled before the first step, not in it (an ablation)
@@ -744,13 +745,15 @@ NO_MERGE = "nomerge"  # the prompt's uncached tail prefilled before the first st
 def layout_options(layout: str) -> dict[str, Any]:
     """Server options of a layout name: ``default`` (none: the server's own layout),
     a ``promptLayout`` (``psm``, ``anchored``), ``context`` / ``nocontext`` (cross-file
-    context on / off), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
+    context on / off), ``middle`` (on, ``contextPlacement`` before-middle), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
     (``engine.pruneAtLineEnd`` off), ``nomerge`` (``engine.mergePromptTail`` 0), or a
     combination joined by ``+`` (``psm+nocontext``)."""
     options: dict[str, Any] = {}
     for part in layout.split("+"):
         if part in (NO_CONTEXT, CONTEXT):
             options["crossFileContext"] = part == CONTEXT
+        elif part == MIDDLE:
+            options.update(crossFileContext=True, contextPlacement="before-middle")
         elif part in (PACKED, PLAIN):
             options["packWeights"] = "on" if part == PACKED else "off"
         elif part == NO_LINE_PRUNE:

@@ -278,5 +278,6 @@ def test_layout_names_become_server_options():
     assert layout_options("psm+nocontext") == {"promptLayout": "psm", "crossFileContext": False}
     assert layout_options("packed") == {"packWeights": "on"} and layout_options("plain") == {"packWeights": "off"}
     assert layout_options("context+plain") == {"crossFileContext": True, "packWeights": "off"}
+    assert layout_options("middle") == {"crossFileContext": True, "contextPlacement": "before-middle"}
     assert layout_options("noprune") == {"engine": {"pruneAtLineEnd": False}}
     assert layout_options("noprune+nomerge") == {"engine": {"pruneAtLineEnd": False, "mergePromptTail": 0}}
