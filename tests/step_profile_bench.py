@@ -4,7 +4,7 @@ products run to what the machine can do::
     nice -n 19 .venv/bin/python tests/step_profile_bench.py [--context 512] [--dtype bfloat16]
 
 1. The whole ``Verifier.step`` (chain trees of bucket - 1 nodes on a ``--context``-token
-   cache, rolled back after each step; median of ``--rounds``), then the same steps under
+   cache, rolled back after each step; the buckets interleaved, median of ``--rounds``), then the same steps under
    ``torch.profiler`` split into: the transformer's linear layers, the LM head, attention
    (the SDPA kernel), the greedy pick, and everything else (norms, rotary, element-wise,
    cache writes, Python), in ms per step.
@@ -73,14 +73,16 @@ def main(argv: list[str] | None = None) -> int:
           f"{torch.get_num_threads()} torch threads, load {os.getloadavg()[0]:.2f}")  # fmt: skip
     print("| rows | step ms (median) | linear layers | LM head | attention | greedy pick | other | linear GFLOP/s | attention GFLOP/s |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    times: dict[int, list[float]] = {b: [] for b in buckets}
     for b in buckets:
         for _ in range(3):
             step(b)
-        times = []
-        for _ in range(args.rounds):
+    for r in range(args.rounds):  # the buckets interleaved, the order alternating
+        for b in buckets if r % 2 else buckets[::-1]:
             t0 = time.perf_counter()
             step(b)
-            times.append((time.perf_counter() - t0) * 1e3)
+            times[b].append((time.perf_counter() - t0) * 1e3)
+    for b in buckets:
         n = 5
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
             for _ in range(n):
@@ -103,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         lin_rate = 2 * n_linear * b / (parts["linear"] / 1e3) / 1e9 if parts["linear"] else float("nan")
         attn_flop = 4 * heads * b * width * head_dim * layers  # QK^T and PV
         attn_rate = attn_flop / (parts["attention"] / 1e3) / 1e9 if parts["attention"] else float("nan")
-        print(f"| {b} | {statistics.median(times):.1f} | {parts['linear']:.1f} | {parts['head']:.1f} | {parts['attention']:.1f} | "
+        print(f"| {b} | {statistics.median(times[b]):.1f} | {parts['linear']:.1f} | {parts['head']:.1f} | {parts['attention']:.1f} | "
               f"{parts['pick']:.1f} | {other:.1f} | {lin_rate:.0f} | {attn_rate:.0f} |")  # fmt: skip
 
     # the kernel on weights that stay in the cache: one layer's MLP (gate + down)
