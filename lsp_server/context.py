@@ -311,6 +311,8 @@ class ContextBuilder:
         if "edits" in budgets:
             candidates["edits"] = self._edits(uri, docs, index, roots)
         total = settings.max_prompt_tokens // MAX_SHARE
+        comments = key[-1] == "before-middle"  # commented fragments: count them as rendered
+        room = total - (len(self._encode(tokenizer, COMMENT_HEADER)) if comments else 0)
         chosen: list[Piece] = []
         used: dict[str, int] = {}
         spans: list[tuple[str, int, int]] = []
@@ -320,15 +322,15 @@ class ContextBuilder:
                 end = piece.line + piece.text.count("\n")
                 if any(p == piece.path and s <= end and piece.line <= e for p, s, e in spans):
                     continue  # already shown by another piece
-                cost = len(self._encode(tokenizer, piece.text + "\n")) + 1
-                if used.get(source, 0) + cost > budget or sum(used.values()) + cost > total:
+                cost = len(self._encode(tokenizer, _commented(piece) if comments else piece.text + "\n")) + 1
+                if used.get(source, 0) + cost > budget or sum(used.values()) + cost > room:
                     continue
                 used[source] = used.get(source, 0) + cost
                 chosen.append(piece)
                 spans.append((piece.path, piece.line, end))
         if not chosen:
             return ContextState(key, [], "", [], frozenset(wanted))
-        render = self._render_comments if key[-1] == "before-middle" else self._render
+        render = self._render_comments if comments else self._render
         ids, text = render(tokenizer, chosen, relpath, roots)
         if len(ids) > total:  # headers pushed it over: drop the last pieces until it fits
             while chosen and len(ids) > total:
@@ -368,13 +370,20 @@ class ContextBuilder:
         """The pieces as commented code fragments (CrossCodeEval's cross-file context
         format), for ``contextPlacement: before-middle``: the text goes after the
         suffix, where the model reads code, not the repository's file layout."""
-        rule = "# " + "-" * 50 + "\n"
-        parts = ["\n\n# Here are some relevant code fragments from other files of the repo:\n", rule]
-        for p in sorted(pieces, key=lambda p: (p.path, p.line)):
-            body = "".join(f"# {line}\n" if line else "#\n" for line in p.text.split("\n"))
-            parts.append(f"# the below code fragment can be found in:\n# {p.path}\n{rule}{body}{rule}")
-        text = "".join(parts)
+        text = COMMENT_HEADER + "".join(_commented(p) for p in sorted(pieces, key=lambda p: (p.path, p.line)))
         return self._encode(tokenizer, text), text
+
+
+_RULE = "# " + "-" * 50 + "\n"
+COMMENT_HEADER = "\n\n# Here are some relevant code fragments from other files of the repo:\n" + _RULE
+"""The start of the context in the ``before-middle`` placement (CrossCodeEval's words)."""
+
+
+def _commented(piece: Piece) -> str:
+    """One piece as CrossCodeEval writes a cross-file fragment: where it is from, then
+    its lines behind ``# ``."""
+    body = "".join(f"# {line}\n" if line else "#\n" for line in piece.text.split("\n"))
+    return f"# the below code fragment can be found in:\n# {piece.path}\n{_RULE}{body}{_RULE}"
 
 
 # ---------------------------------------------------------------------------- paths

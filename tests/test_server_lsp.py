@@ -724,8 +724,8 @@ async def test_taking_early_lines_joins_the_running_block(client: LanguageClient
 
 async def test_cross_file_context_reaches_the_prompt_within_max_prompt_tokens(client: LanguageClient, workspace):
     """A definition in another workspace file (written to disk after the server started:
-    a watchdog event) goes into the prompt before the document, and the whole prompt
-    stays within maxPromptTokens."""
+    a watchdog event) goes into the prompt (before the document, or before the FIM
+    middle token), and the whole prompt stays within maxPromptTokens."""
     pkg = workspace / "ctxpkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -737,8 +737,9 @@ async def test_cross_file_context_reaches_the_prompt_within_max_prompt_tokens(cl
     text = "from ctxpkg.shapes import make_square\n\n\ndef total():\n    s = make_square(3)\n    return "
     uri = (workspace / "uses_shapes.py").as_uri()
     deadline = time.monotonic() + 30
-    for budget in (2048, 240):
-        await configure(client, maxPromptTokens=budget, crossFileContext=True)
+    # (the commented fragments cost more tokens: 44 for the header alone with the tiny tokenizer)
+    for budget, placement in ((2048, "first"), (240, "first"), (480, "before-middle")):
+        await configure(client, maxPromptTokens=budget, crossFileContext=True, contextPlacement=placement)
         try:
             while True:  # until the watchdog event reached the symbol table
                 open_doc(client, uri, text)
@@ -749,6 +750,6 @@ async def test_cross_file_context_reaches_the_prompt_within_max_prompt_tokens(cl
                     break
                 await asyncio.sleep(0.2)
         finally:
-            await configure(client, maxPromptTokens=2048, crossFileContext=False)
+            await configure(client, maxPromptTokens=2048, crossFileContext=False, contextPlacement="first")
         assert 0 < last["contextTokens"] <= budget // 3, last
         assert last["promptTokens"] <= budget, last
