@@ -100,7 +100,8 @@ class ContextState:
     considered: frozenset[str]
     """Names imported from the workspace that were weighed when it was built."""
     tokens_by_source: dict[str, int] = field(default_factory=dict)
-    """Tokens of each source's pieces (without the file headers)."""
+    """Tokens of each source's pieces (without the file headers; in the before-middle
+    placement each piece as commented, its own lines included)."""
 
     @property
     def tokens(self) -> int:
@@ -364,7 +365,6 @@ class ContextBuilder:
             ids += [specials[1], *self._encode(tokenizer, f"{relpath}\n")]
             parts.append(f"<file_sep>{relpath}\n")
         return ids, "".join(parts)
-
 
     def _render_comments(self, tokenizer: Any, pieces: list[Piece], relpath: str, roots: list) -> tuple[list[int], str]:
         """The pieces as commented code fragments (CrossCodeEval's cross-file context
