@@ -51,10 +51,11 @@ class Engine:
         with self._curve_lock:
             if self._curve is None:
                 # everything that changes what a step costs: a curve measured with another
-                # attention, graph mode or matmul path (packed weights) is not this one's
+                # attention, graph mode, matmul path (packed weights) or step padding (batch-invariant) is not this one's
                 attn = getattr(self.model.config, "_attn_implementation", None) or "?"
                 packed = "|packed" if is_packed(self.model) else ""
-                key = f"{self.name}|{self.device}|{self.dtype}|attn={attn}|graphs={self.verifier.use_graphs}{packed}"
+                inv = "|invariant" if self.verifier.invariant else ""
+                key = f"{self.name}|{self.device}|{self.dtype}|attn={attn}|graphs={self.verifier.use_graphs}{packed}{inv}"
                 self._curve = load_or_measure(self.verifier, key)
             return self._curve
 

@@ -41,7 +41,21 @@ their graphs, and :meth:`Verifier.graph_status` says which (the server's
 ``fastcoder.stats`` and the benchmark reports carry it). On the CPU the same code runs
 eagerly (``compile="inductor"`` runs it through ``torch.compile`` instead; a test
 checks its logits against eager).
-The prefill stays eager. The model is called through its public forward only: a 4D
+The prefill stays eager.
+
+Batch-invariant steps (``Verifier.invariant``; on by default on the CPU in bf16/fp16,
+eager): a token's logits and keys/values come out bit for bit the same whether a
+1-row AR step, any tree bucket or a prefill chunk computed them, so FastCoder's bf16
+output is exactly AR's (in fp32 it always was, up to 1e-5 that never flipped a token).
+Two rules make it so on PyTorch's CPU kernels (``docs/bench/bf16-rows/probe.py``):
+every forward has at least 2 query rows (oneDNN's packed bf16 matmul rounds a 1-row
+call differently from any 2..2,048-row call, which agree with each other row for
+row): an AR step is padded to 2 rows, a 1-token prefill chunk too; and every forward
+attends a width rounded up to WIDTH_ALIGN = 512 columns (SDPA's CPU kernel works in
+512-column blocks and a partial last block rounds by its length; extra, fully masked
+columns add exact zeros). Cost, measured on a 2-vCPU AMD EPYC with AVX512-BF16:
+AR steps +4-7%, tree steps +0-5% (the padded width), a 1,900-token prefill +4%.
+The model is called through its public forward only: a 4D
 additive float mask and explicit position ids (transformers 5.x returns a 4D mask
 as-is; a boolean mask gave wrong logits under eager attention, max |Δlogit| 7.24 in
 our check, while an additive float mask reproduced the plain causal call exactly).
@@ -78,6 +92,11 @@ Qwen2.5-Coder-0.5B in bf16: 12 KB per row, 48 MiB."""
 GRAPH_WIDTH = 1024
 """The smallest attended width a graph is captured for; the others double up to the
 work area's capacity."""
+WIDTH_ALIGN = 512
+"""Batch-invariant steps (:attr:`Verifier.invariant`): every eager forward attends a width
+rounded up to this many columns (the extra columns masked): the block size of PyTorch's
+CPU attention kernel, so a partial last block never differs in length between a row's
+AR step and its tree step."""
 PREFILL_CHUNK_CPU = 128
 PREFILL_CHUNK_CUDA = 512
 """Prompt tokens per prefill forward. A superseded request's prefill stops at the next
@@ -261,6 +280,7 @@ class Verifier:
         compile: str | None = None,
         fold_gqa: bool = True,
         graph_capacity: int = GRAPH_CAPACITY,
+        invariant: bool | None = None,
     ) -> None:
         self.model = model
         # GQA attention that never copies K/V per query head (fastcoder/attention.py);
@@ -285,6 +305,10 @@ class Verifier:
         self._widths: list[int] = []  # graph widths of ``work`` (graph_widths of its capacity)
         self.compile = compile
         self._compiled = None
+        # batch-invariant steps (CPU, eager, bf16/fp16 by default): see ``invariant``
+        if invariant is None:
+            invariant = self.device.type == "cpu" and not compile and self.dtype in (torch.bfloat16, torch.float16)
+        self.invariant = bool(invariant) and not self.use_graphs and not compile
         # prompt tokens per prefill forward: a cancelled request stops within one chunk
         self.prefill_chunk = PREFILL_CHUNK_CUDA if self.device.type == "cuda" else PREFILL_CHUNK_CPU
         bmax = self.buckets[-1]
@@ -478,21 +502,8 @@ class Verifier:
             if cancel is not None and cancel.is_set() and start > common:
                 return None, start - common, None
             end = min(len(ids), start + self.prefill_chunk)
-            cache.slots = torch.arange(start, end, device=self.device)
-            cache.view_len = end
             cache.length = start
-            # no mask of our own: transformers builds the causal one from the cache's length
-            # (or, with no past, lets SDPA run its causal kernel without a mask), as it did
-            # over a DynamicCache. logits_to_keep=1: the lm_head runs on the last position
-            # only (a 151k-vocab head over a 2k-token prompt would cost a third of the prefill)
-            out = self.model(
-                input_ids=torch.tensor([ids[start:end]], dtype=torch.long, device=self.device),
-                position_ids=cache.slots.unsqueeze(0),
-                past_key_values=cache,
-                use_cache=True,
-                logits_to_keep=1,
-            )
-            logits = out.logits[0, -1]
+            logits = self._prefill_chunk(cache, ids, start, end)
             kv.ids = ids[:end]  # what is prefilled stays, even if the next chunk is cancelled
             cache.length = end
             start = end
@@ -503,6 +514,54 @@ class Verifier:
             tok, margin = self._healed(logits, allowed)
             return tok, n, margin
         return int(self._greedy(logits)), n, (self._margin(logits) if self.record_margins else None)
+
+    def _prefill_chunk(self, cache: StaticKV, ids: list[int], start: int, end: int) -> torch.Tensor | None:
+        """Run ``ids[start:end]`` into the cache; returns the last token's logits when
+        ``end`` is the prompt's end (earlier chunks skip the 151k-vocab head: ~5 ms
+        each for Qwen2.5-Coder-0.5B on the CPU).
+
+        Plain: no mask of our own: transformers builds the causal one from the cache's
+        length (or, with no past, lets SDPA run its causal kernel without a mask).
+        ``invariant``: the chunk is computed as the steps compute their rows: at least 2
+        query rows (a 1-token chunk gets a padding row, written past the held rows and
+        overwritten later), our own additive causal mask over a width rounded up to
+        WIDTH_ALIGN, and the head over the last 2 rows."""
+        last = end == len(ids)
+        pad = 1 if self.invariant and end - start == 1 else 0
+        slots = torch.arange(start, end + pad, device=self.device)
+        cache.slots = slots
+        kwargs = {}
+        if self.invariant:
+            width = self._eager_width(cache, end + pad)
+            col = torch.arange(width, device=self.device)
+            mask = torch.where(col.unsqueeze(0) <= slots.unsqueeze(1), 0.0, self._neg).to(self.dtype)
+            kwargs["attention_mask"] = mask.view(1, 1, len(slots), width)
+            cache.view_len = width
+        else:
+            cache.view_len = end
+        model = self.model if last else self.model.base_model
+        if last:
+            kwargs["logits_to_keep"] = 2 if self.invariant else 1
+        out = model(
+            input_ids=torch.tensor([ids[start:end] + [0] * pad], dtype=torch.long, device=self.device),
+            position_ids=slots.unsqueeze(0),
+            past_key_values=cache,
+            use_cache=True,
+            **kwargs,
+        )
+        if not last:
+            return None
+        return out.logits[0, -1 - pad]
+
+    def _eager_width(self, cache: StaticKV, rows: int) -> int:
+        """Columns an eager forward attends for ``rows`` cache rows: exactly those, or
+        (``invariant``) rounded up to WIDTH_ALIGN. Why: PyTorch's CPU attention works in
+        512-column blocks and gives a row other bits when the last block's length differs
+        (probe: widths rounded up to 16, 64, 128 or 256 columns still differed on 0.2-0.5%
+        of rows; to 512, on none); masked columns add exact zeros."""
+        if not self.invariant:
+            return rows
+        return min(cache.capacity, WIDTH_ALIGN * math.ceil(rows / WIDTH_ALIGN))
 
     def _healed(self, logits: torch.Tensor, allowed: Sequence[int]) -> tuple[int, float | None]:
         """Token healing: the greedy token of one row's ``logits`` among the ``allowed``
@@ -571,16 +630,17 @@ class Verifier:
             if self._compiled is None:
                 self._compiled = torch.compile(self._forward, backend=self.compile, dynamic=False)
             return self._compiled(cache, b, cache.capacity, True)
-        return self._forward(cache, b, past_len + b, False)
+        return self._forward(cache, b, self._eager_width(cache, past_len + b), False)
 
     def graph_status(self) -> dict:
         """What the steps run as: ``mode`` (``cuda-graphs`` or ``eager``), the buckets
         captured at every width, the widths and the work area's rows, the capture time,
         and each ``bucket@width`` whose capture failed with its error (it runs eagerly;
-        the others keep their graphs). Reported by the server's ``fastcoder.stats`` and
+        the others keep their graphs); eager: whether the steps are batch-invariant
+        (``invariant``). Reported by the server's ``fastcoder.stats`` and
         the benchmark reports."""
         if not self.use_graphs:
-            return {"mode": "eager", "captured": [], "failed": {}}
+            return {"mode": "eager", "captured": [], "failed": {}, "batch_invariant": self.invariant}
         widths = self._widths if self.work is not None else []
         full = [b for b in self.buckets if widths and all((b, w) in self.graph_captured for w in widths)]
         return {"mode": "cuda-graphs", "captured": full, "widths": widths,
@@ -621,6 +681,8 @@ class Verifier:
         f = len(forced)  # rows 1..f: the forced chain; rows f+1..f+n: the tree's nodes
         n = len(tree)
         b = self.bucket(f + n + 1)
+        if b == 1 and self.invariant:  # a 1-row matmul rounds differently from 2..2,048 rows
+            b = 2
         if past + b > cache.capacity:
             self._ensure(kv, past, past + b + DEFAULT_RESERVE)
             cache = kv.cache

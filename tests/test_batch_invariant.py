@@ -1,0 +1,106 @@
+"""Batch-invariant steps (``Verifier.invariant``, CPU bf16): a token's logits and its
+keys/values are bit for bit the same whether a padded 1-row AR step, a chain in any
+bucket or a prefill chunk computed them, so FastCoder's bf16 output is AR's exactly.
+
+The model has Qwen2.5-Coder-0.5B's layer shapes (hidden 896, 14 query heads on 2 KV
+heads, MLP 4,864) with 2 layers and random weights: oneDNN picks its kernels by shape,
+and at these shapes a 1-row matmul and an unaligned attention width round differently
+from the tree rows on the CPUs this project runs on (``docs/bench/bf16-rows``). Contexts
+cross SDPA's 512-column blocks. Nothing here is timed.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, Qwen2Config
+
+from fastcoder import matmul
+from fastcoder.config import DecodeConfig
+from fastcoder.drafters import Sources
+from fastcoder.engine import Engine
+from fastcoder.ngram import NgramIndex
+from fastcoder.trie import DraftTree
+from fastcoder.verifier import KVState, Verifier
+
+CONTEXTS = (300, 505, 1000)
+N_AR = 24
+
+
+@pytest.fixture(scope="module")
+def qwen_shaped(tiny_tokenizer):
+    torch.manual_seed(0)
+    cfg = Qwen2Config(
+        vocab_size=len(tiny_tokenizer), hidden_size=896, intermediate_size=4864, num_hidden_layers=2,
+        num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=4096,
+        eos_token_id=0, bos_token_id=0, pad_token_id=0, tie_word_embeddings=False,
+    )  # fmt: skip
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa").eval()
+    if matmul.can_pack(torch.bfloat16):  # what `auto` runs on a CPU with bf16 hardware
+        matmul.pack_linears(model)
+    return model
+
+
+def test_bf16_cpu_verifier_is_invariant_by_default(qwen_shaped, tiny_model):
+    assert Verifier(qwen_shaped).invariant
+    assert not Verifier(tiny_model).invariant  # fp32: exact to 1e-5 already; no padding paid
+    assert Verifier(qwen_shaped).graph_status()["batch_invariant"]
+
+
+def _ar(v: Verifier, ids: list[int]):
+    kv = KVState()
+    first, _, _ = v.prefill(kv, ids, reserve=64)
+    toks, logits = [first], []
+    for _ in range(N_AR):
+        r = v.step(kv, toks[-1], DraftTree())
+        logits.append(v.last_logits[0].clone())
+        toks.append(r.bonus)
+    return kv, toks, logits
+
+
+@pytest.mark.parametrize("ctx", CONTEXTS)
+def test_chains_prefill_and_ar_steps_give_the_same_bits(qwen_shaped, ctx):
+    """AR's padded 1-row steps, then the same tokens verified as chains of 4, 8 and 16
+    rows from the same cache: every row's logits equal AR's bit for bit; and a prefill of
+    the prompt plus those tokens leaves the very keys/values the steps wrote."""
+    rng = random.Random(ctx)
+    v = Verifier(qwen_shaped)
+    ids = [rng.randrange(4, 600) for _ in range(ctx)]
+    kv, toks, ref = _ar(v, ids)
+    stepped = kv.cache.buf[..., : ctx + N_AR, :].clone()
+    for b in (4, 8, 16):
+        kv.truncate(ctx)
+        kv.cache.length = ctx
+        for pos in range(0, N_AR - b + 1, b):
+            v.step(kv, toks[pos], DraftTree.chain(toks[pos + 1 : pos + b], "probe"))
+            for j in range(b):
+                assert torch.equal(v.last_logits[j], ref[pos + j]), f"bucket {b}, row {pos + j} differs from the AR step"
+            kv.ids = ids + toks[: pos + b]  # the chain's rows hold these tokens' keys/values
+            kv.cache.length = len(kv.ids)
+    fresh = KVState()
+    v.prefill(fresh, ids + toks[:N_AR], reserve=64)
+    assert torch.equal(fresh.cache.buf[..., : ctx + N_AR, :], stepped)
+    # a 1-token prefill chunk (padded to 2 rows) gives the logits AR's step gave
+    one = KVState()
+    v.prefill(one, ids, reserve=64)
+    tok, n, _ = v.prefill(one, ids + toks[:1], reserve=64)
+    assert n == 1 and torch.equal(v.last_logits[0], ref[0]) and tok == toks[1]
+
+
+def test_fastcoder_bf16_output_is_ar_output(qwen_shaped, tiny_tokenizer):
+    """Whole generations with drafts from the AR output itself (mutated): FastCoder and
+    PLD commit exactly AR's tokens in bf16."""
+    engine = Engine(qwen_shaped, tiny_tokenizer, name="qwen-shaped-bf16")
+    rng = random.Random(7)
+    for ctx in (200, 530):
+        prompt = [rng.randrange(4, 600) for _ in range(ctx)]
+        ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=40)).tokens
+        buffers = NgramIndex(key_len=2)
+        buffers.add(prompt[-50:] + ar[:10] + [rng.randrange(4, 600)] + ar[11:30])
+        for method in ("pld", "fastcoder"):
+            gen = engine.generate(prompt, DecodeConfig(method=method, max_new_tokens=40),
+                                  sources=Sources(buffers=buffers), reference=ar[5:])  # fmt: skip
+            assert gen.tokens == ar, method
+            assert gen.stats.forward_steps < len(ar)  # drafts were accepted: tree buckets ran
