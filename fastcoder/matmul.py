@@ -67,7 +67,9 @@ PACK_GAIN = 0.9
 """Pack where packed costs (sum over PROBE_ROWS) less than this times plain."""
 BF16_GAIN = 0.8
 """``auto`` picks bfloat16 on the CPU only where its best path costs less than this
-times float32's best: float32 is exact, bfloat16 lossless only up to ties."""
+times float32's best: bfloat16 computes other logits than float32 (each is decoded exactly
+as greedy AR in its own dtype: the verifier's CPU steps are batch-invariant), so float32 is
+kept where bfloat16 does not pay."""
 PROBE_VERSION = 1
 
 

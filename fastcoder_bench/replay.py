@@ -798,7 +798,9 @@ def _align(lists: list[list[Sample]]) -> list[tuple[Sample, ...]]:
 
 def identical_shares(per_file: list[dict[str, list[Sample]]], first_layout: str = DEFAULT_LAYOUT) -> dict[str, Any]:
     """Share of requests whose suggestion is the same text for every method of a layout
-    (and, per run key, the share equal to the same layout's AR). Requests are the same
+    (and, per run key, the share equal to the same layout's AR, and the share *diverging*
+    from it: neither text a prefix of the other, so the decodes disagree on a token; a
+    suggestion cut sooner by ``timeBudgetMs`` or a keystroke is a prefix, not a divergence). Requests are the same
     across methods: the keystroke script and the debounce decide them, not the answers
     (with --accept, the requests sent at the same place, see :func:`_align`)."""
     same = total = 0
@@ -822,12 +824,16 @@ def identical_shares(per_file: list[dict[str, list[Sample]]], first_layout: str 
                 for k in keys:
                     if k == ar:
                         continue
-                    c = vs_ar.setdefault(k, [0, 0])
+                    c = vs_ar.setdefault(k, [0, 0, 0])
                     for a, b in _align([by_key[ar], by_key[k]]):
                         c[0] += a.text == b.text
                         c[1] += 1
+                        # neither a prefix of the other: the two decodes disagree on a token
+                        # (not one cut sooner by the time budget or a keystroke)
+                        c[2] += not (a.text.startswith(b.text) or b.text.startswith(a.text))
     out: dict[str, Any] = {"all_methods": (same / total) if total else None, "requests": total,
-                           "vs_ar": {m: (a / b if b else None) for m, (a, b) in vs_ar.items()}}
+                           "vs_ar": {m: (a / b if b else None) for m, (a, b, _) in vs_ar.items()},
+                           "diverging_from_ar": {m: (d / b if b else None) for m, (_, b, d) in vs_ar.items()}}
     if len(by_layout) > 1:
         out["by_layout"] = {lay: {"all_methods": (a / b) if b else None, "requests": b} for lay, (a, b) in by_layout.items()}
     return out
@@ -899,7 +905,7 @@ def print_table(summaries: dict[str, dict[str, Any]], same: dict[str, Any], colo
         return "–" if v is None else f"{100 * v:.0f}%"
 
     head = ["method", "model-run p50 ms", "p95 ms", "p50 vs AR", "first request ms", "accepted length",
-            "same text as AR", "debounce / prefill / decode / post ms", "prefill tok (median)", "typed-through",
+            "same text as AR (diverging)", "debounce / prefill / decode / post ms", "prefill tok (median)", "typed-through",
             "match next (whole / 1st line)"]  # fmt: skip
     if accept:
         head += ["after-accept p50 ms", "ready", "accepted (n / chars)"]
@@ -912,7 +918,8 @@ def print_table(summaries: dict[str, dict[str, Any]], same: dict[str, Any], colo
         is_ar = split_key(m)[0] == "ar"
         row = [
             m, f(p50), f(s["model_run"]["p95_ms"]), "–" if ratio is None else f"{ratio:.2f}×", f(s["first"]["p50_ms"]),
-            f(s["mean_accept_length"], ".2f"), "100%" if is_ar else share(same["vs_ar"].get(m)),
+            f(s["mean_accept_length"], ".2f"),
+            "100%" if is_ar else f"{share(same['vs_ar'].get(m))} ({share(same.get('diverging_from_ar', {}).get(m))})",
             f"{f(ts['debounce'])} / {f(ts['prefill'])} / {f(ts['decode'])} / {f(ts['post_and_protocol'])}",
             f(s.get("prefill_tokens", {}).get("median")),
             str(s["typed_through"]), f"{share(s['match_exact_share'])} / {share(s['match_first_line_share'])}",

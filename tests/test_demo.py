@@ -37,6 +37,9 @@ def test_descriptions_say_tie_only_within_bf16_rounding():
     wide = Difference(3, "a", "b", 2.5).describe("bfloat16")
     assert "tie" not in wide.replace("not within", "") and "look into it" in wide
     assert "bug" in Difference(3, "a", "b", 0.0).describe("float32")
+    # bf16 with batch-invariant steps (the CPU): a tiny margin is no excuse either
+    exact = Difference(3, "a", "b", 0.0).describe("bfloat16", exact=True)
+    assert "bug" in exact and "batch-invariant" in exact and "tie)" not in exact
     assert "--dtype float32" in BF16_NOTE and "byte-identical" in BF16_NOTE
 
 

@@ -548,7 +548,7 @@ async def test_edit_selection_returns_and_applies_an_edit(client: LanguageClient
 async def test_stats_report_methods_and_prefill_saving(client: LanguageClient):
     info = await stats(client)
     assert info["model"]["state"] == "ready" and info["model"]["fim"] is True
-    assert info["model"]["steps"] == {"mode": "eager", "captured": [], "failed": {}}  # the CPU: no graphs
+    assert info["model"]["steps"] == {"mode": "eager", "captured": [], "failed": {}, "batch_invariant": False}  # the CPU: no graphs; fp32
     assert info["total"]["generations"] >= 1
     method = info["methods"]["fastcoder"]
     # every step commits its bonus token, except a step whose token ends the output
@@ -672,16 +672,22 @@ async def test_superseded_queued_request_is_answered_at_once(client: LanguageCli
         )
         await asyncio.sleep(0.3)
         assert not queued.done()  # waits behind the running generation
+        superseded = (await stats(client))["outcomes"].get("superseded", 0)
+        still_running = not running.done()
         t0 = time.monotonic()
         newer = asyncio.ensure_future(
             client.text_document_inline_completion_async(inline_params(uri, _end_of(BODY, "        result += value")))
         )
         result = await asyncio.wait_for(queued, 30)
         assert list(result.items) == [] and time.monotonic() - t0 < 2.0
-        assert not running.done()  # answered while the other generation still runs
-        client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="busy-running"))
-        with pytest.raises(JsonRpcException):
-            await asyncio.wait_for(running, 30)
+        assert (await stats(client))["outcomes"].get("superseded", 0) == superseded + 1
+        # the random model reaches its EOS after ~0.25 s on a fast CPU (2026-11-24, AMD EPYC
+        # AVX512-BF16): then the queued request had started by the time the newer one came,
+        # and only "superseded at once" is checked; while the generation runs, all of it
+        if still_running and not running.done():
+            client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="busy-running"))
+            with pytest.raises(JsonRpcException):
+                await asyncio.wait_for(running, 30)
         assert isinstance(await asyncio.wait_for(newer, 60), types.InlineCompletionList)
     finally:
         await configure(client, maxNewTokens=16, method="fastcoder", promptLayout="anchored")

@@ -23,11 +23,13 @@ class Difference:
     method_token: str
     ar_margin: float | None  # AR's top-2 logit margin at that position
 
-    def describe(self, dtype: str) -> str:
+    def describe(self, dtype: str, exact: bool = False) -> str:
+        """``exact``: the steps give AR's bits (float32, or the CPU's batch-invariant
+        steps in bf16), so any difference is a bug."""
         margin = "unknown" if self.ar_margin is None else f"{self.ar_margin:.3f}"
         where = f"differs at token {self.index}: AR {self.ar_token!r} vs FastCoder {self.method_token!r}, AR's top-2 logit margin there {margin}"
-        if "float32" in dtype:
-            return where + " -- in float32 this is a bug, not a tie"
+        if exact or "float32" in dtype:
+            return where + f" -- the steps are exact here ({dtype}{', batch-invariant' if exact else ''}): this is a bug, not a tie"
         if self.ar_margin is not None and self.ar_margin <= TIE_MARGIN:
             return where + f" (a {dtype} tie)"
         return where + f" (not within {dtype} rounding: look into it)"
@@ -46,6 +48,6 @@ def first_difference(tokenizer: Any, ar_tokens: Sequence[int], tokens: Sequence[
     return Difference(i, text(ar_tokens), text(tokens), ar_margins[i] if i < len(ar_margins) else None)
 
 
-BF16_NOTE = ("bf16 ties can flip a token: where AR's two best logits are equal up to bf16 rounding, a tree "
-             "verification pass and a one-token step may break the tie differently; with --dtype float32 the "
-             "outputs are byte-identical.")
+BF16_NOTE = ("bf16 ties can flip a token where the steps are not batch-invariant (CUDA): where AR's two best "
+             "logits are equal up to bf16 rounding, a tree verification pass and a one-token step may break the "
+             "tie differently; with --dtype float32, or on the CPU, the outputs are byte-identical.")

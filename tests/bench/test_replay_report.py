@@ -3,6 +3,7 @@ method slower than AR, tasks taken from real files. No model: synthetic samples.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -27,6 +28,9 @@ def run(latencies, texts, accept=(10, 5), model=True):
 def test_summary_time_split_and_red_flag(capsys):
     ar = [run([5.0, 0.40, 0.50, 0.60], ["a", "b", "c", "d"], accept=(10, 10))]
     fc = [run([5.0, 0.70, 0.80, 0.90], ["a", "b", "x", "d"], accept=(10, 4))]
+    # one more request where AR's text is longer: a prefix (a time budget's cut), no divergence
+    extra = dataclasses.replace(fc[0]["samples"][3], index=4, text="e")
+    more = {"ar": ar[0]["samples"] + [dataclasses.replace(extra, text="ef")], "fastcoder": fc[0]["samples"] + [extra]}
     s = {"ar": summarize(ar), "fastcoder": summarize(fc)}
     assert s["ar"]["model_run"]["n"] == 3 and round(s["ar"]["model_run"]["p50_ms"]) == 500
     assert s["fastcoder"]["mean_accept_length"] == 2.5 and s["ar"]["mean_accept_length"] == 1.0
@@ -36,6 +40,9 @@ def test_summary_time_split_and_red_flag(capsys):
     assert s["ar"]["prefill_saving"] == 0.6 and s["ar"]["accepted_by_source"] == {"context": 4}
     same = identical_shares([{"ar": ar[0]["samples"], "fastcoder": fc[0]["samples"]}])
     assert same["all_methods"] == 0.75 and same["vs_ar"]["fastcoder"] == 0.75
+    more = identical_shares([more])
+    assert more["vs_ar"]["fastcoder"] == 0.6
+    assert more["diverging_from_ar"]["fastcoder"] == 0.2  # "c" vs "x" only; "ef" vs "e" is a cut, not a divergence
     assert slower_than_ar(s) == {"fastcoder": 800 / 500}
     md = print_table(s, same, color=False)
     out = capsys.readouterr().out
