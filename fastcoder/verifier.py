@@ -43,8 +43,8 @@ eagerly (``compile="inductor"`` runs it through ``torch.compile`` instead; a tes
 checks its logits against eager).
 The prefill stays eager.
 
-Batch-invariant steps (``Verifier.invariant``; on by default on the CPU in bf16/fp16,
-eager): a token's logits and keys/values come out bit for bit the same whether a
+Batch-invariant steps (``Verifier.invariant``; on by default on the CPU in bf16,
+eager; ``invariant=True`` asks for them in another dtype, unprobed there): a token's logits and keys/values come out bit for bit the same whether a
 1-row AR step, any tree bucket or a prefill chunk computed them, so FastCoder's bf16
 output is exactly AR's (in fp32 it always was, up to 1e-5 that never flipped a token).
 Two rules make it so on PyTorch's CPU kernels (``docs/bench/bf16-rows/probe.py``):
@@ -305,9 +305,10 @@ class Verifier:
         self._widths: list[int] = []  # graph widths of ``work`` (graph_widths of its capacity)
         self.compile = compile
         self._compiled = None
-        # batch-invariant steps (CPU, eager, bf16/fp16 by default): see ``invariant``
+        # batch-invariant steps (CPU, eager, bf16 by default; probed and tested for bf16
+        # only): see the module docstring
         if invariant is None:
-            invariant = self.device.type == "cpu" and not compile and self.dtype in (torch.bfloat16, torch.float16)
+            invariant = self.device.type == "cpu" and not compile and self.dtype == torch.bfloat16
         self.invariant = bool(invariant) and not self.use_graphs and not compile
         # prompt tokens per prefill forward: a cancelled request stops within one chunk
         self.prefill_chunk = PREFILL_CHUNK_CUDA if self.device.type == "cuda" else PREFILL_CHUNK_CPU
