@@ -53,8 +53,9 @@ call differently from any 2..2,048-row call, which agree with each other row for
 row): an AR step is padded to 2 rows, a 1-token prefill chunk too; and every forward
 attends a width rounded up to WIDTH_ALIGN = 512 columns (SDPA's CPU kernel works in
 512-column blocks and a partial last block rounds by its length; extra, fully masked
-columns add exact zeros). Cost, measured on a 2-vCPU AMD EPYC with AVX512-BF16:
-AR steps +4-7%, tree steps +0-5% (the padded width), a 1,900-token prefill +4%.
+columns add exact zeros). Cost, measured on a 2-vCPU AMD EPYC with AVX512-BF16 (plain
+and invariant verifiers interleaved in one process): AR steps +4-11%, 16-row steps +0-9%
+(most where the width just passes a multiple of 512), a 1,900-token prefill +4%.
 The model is called through its public forward only: a 4D
 additive float mask and explicit position ids (transformers 5.x returns a 4D mask
 as-is; a boolean mask gave wrong logits under eager attention, max |Δlogit| 7.24 in
