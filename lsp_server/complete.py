@@ -72,6 +72,8 @@ class Outcome:
 
 PREFETCH_AFTER_S = 0.15
 """A background suggestion starts once the document has been still this long."""
+REST_WAIT_S = 30.0
+"""How long a resting cursor's background suggestion waits for a busy model thread."""
 REFERENCE_TOKENS = 4096
 """Tokens of the reference: the text after the cursor beyond the FIM prompt's suffix,
 given to ``Engine.generate(reference=...)`` (the drafter's ``reference`` source)."""
@@ -329,15 +331,16 @@ class Completer:
             self._prefetch(doc, after_accept(ctx, text), settings)
 
     def _prefetch(self, doc: DocumentState, states: list[CursorContext], settings: ServerSettings,
-                  still: float | None = None) -> None:  # fmt: skip
+                  still: float | None = None, enabled: bool | None = None) -> None:  # fmt: skip
         """Loop thread: compute the first of ``states`` not answered yet in the background
         (lowest priority: only when the model thread is idle); the next ones follow it.
 
         It starts only once the document has been still for :data:`PREFETCH_AFTER_S`
         (the user reads the suggestion): while the user types on it would be cancelled
         anyway, and the forward it is in the middle of would delay the next request
-        (measured: 70-180 ms of queueing on a third of the model runs)."""
-        if not (settings.prefetch and settings.enabled and self.host.ready):
+        (measured: 70-180 ms of queueing on a third of the model runs). ``enabled``:
+        the setting that allows it (``prefetch`` unless given: :meth:`rest` gives its own)."""
+        if not ((settings.prefetch if enabled is None else enabled) and settings.enabled and self.host.ready):
             return
         if still is None:  # look again once the document has been still for a moment
             stamp = doc.typing.changed_at
@@ -357,6 +360,47 @@ class Completer:
             if rest:
                 inflight.future.add_done_callback(lambda _f: self._prefetch(doc, rest, self.settings(), still))
             return
+
+    def rest(self, doc: DocumentState, ctx: CursorContext, waited: float = 0.0, seq: int | None = None) -> None:
+        """Loop thread: the client says the cursor rests at ``ctx`` (``fastcoder/cursor``,
+        sent by our editor clients when the cursor has stopped moving). Once it has stayed
+        there, and the text unchanged, for :data:`PREFETCH_AFTER_S`, the suggestion for
+        ``ctx`` is computed in the background, as a prefetch (``warmAtCursor``): the
+        prompt there is prefilled before the first keystroke, which then prefills only
+        what was typed (anchored layout), and a request for ``ctx`` itself joins it.
+
+        Why: in a document longer than the prompt the prefix window follows the cursor,
+        so the first request after a jump (or after opening it) prefilled ~2,000 tokens,
+        ~3-4 s on a 2-core CPU. A background job for a place the cursor has left is
+        superseded (what it prefilled stays in the KV cache; counted as
+        ``prefetch_cancelled``); a busy model thread is waited for (looked at again every
+        :data:`PREFETCH_AFTER_S`, up to :data:`REST_WAIT_S`); a state already answered or
+        in flight is left alone."""
+        settings = self.settings()
+        if not (settings.warm_at_cursor and settings.enabled and self.host.ready):
+            return
+        if seq is None:  # a new notification
+            doc.cursor_seq += 1
+            seq = doc.cursor_seq
+            running = doc.inflight
+            if (running is not None and running.background and running.waiters == 0
+                    and running.ctx is not None and state_key(running.ctx) != state_key(ctx)):  # fmt: skip
+                running.supersede()  # prepared for a place the cursor has left
+            waited = -PREFETCH_AFTER_S  # the first look comes after the rest delay
+        elif seq != doc.cursor_seq or self.registry.get(doc.uri) is not doc:
+            return  # moved on, or closed
+        elif doc.answers.has_state(ctx.prefix, ctx.suffix) or doc.inflight is not None:
+            return
+        elif not (self.host.waiting() or self.host.busy is not None):
+            self.metrics.outcome("warm_at_cursor")
+            self._prefetch(doc, [ctx], settings, still=doc.typing.changed_at, enabled=True)
+            return
+        if waited < REST_WAIT_S:  # look (again) once it has rested, or the model thread is free
+            changed = doc.typing.changed_at
+            asyncio.get_running_loop().call_later(
+                PREFETCH_AFTER_S,
+                lambda: self.rest(doc, ctx, waited + PREFETCH_AFTER_S, seq) if doc.typing.changed_at == changed else None,
+            )
 
     def _publish_early(self, inflight: Inflight, doc: DocumentState, ctx: CursorContext, text: str) -> None:
         """Loop thread: the first lines of a block are ready; the generation goes on."""

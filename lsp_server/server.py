@@ -7,6 +7,7 @@ state, :class:`lsp_server.state.FastCoderServer`, as ``ls``).
     documents        didOpen / didChange / didClose: per-document sessions, buffers to the index
     configuration    workspace/didChangeConfiguration (settings.fastcoder)
     completion       textDocument/inlineCompletion, textDocument/completion
+                     fastcoder/cursor (where the cursor rests: its suggestion is prepared)
     code actions     textDocument/codeAction + codeAction/resolve: "Generate function body"
     commands         fastcoder.stats, fastcoder.debugDocument, fastcoder.rebuildIndex,
                      fastcoder.editSelection
@@ -58,6 +59,9 @@ CMD_EDIT = "fastcoder.editSelection"
 CMD_REBUILD = "fastcoder.rebuildIndex"
 CMD_STATS = "fastcoder.stats"
 CMD_DEBUG_DOCUMENT = "fastcoder.debugDocument"
+NOTIFY_CURSOR = "fastcoder/cursor"
+"""Client -> server: ``{textDocument: {uri}, position}``, where the cursor rests
+(our editor clients send it once the cursor has stopped moving)."""
 _WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789")
 
 features = Features()
@@ -247,6 +251,39 @@ async def inline_completion(ls: FastCoderServer, params: types.InlineCompletionP
         return types.InlineCompletionList(items=[])
     here = types.Range(start=params.position, end=params.position)
     return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=outcome.text, range=here)])
+
+
+def _field(obj: Any, name: str) -> Any:
+    """``obj.name`` of a custom notification's params (pygls gives named tuples) or dict."""
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+@features.feature(NOTIFY_CURSOR)
+@quiet
+def cursor_rests(ls: FastCoderServer, params: Any) -> None:
+    """``fastcoder/cursor``: the suggestion where the cursor rests is prepared in the
+    background (``warmAtCursor``; :meth:`lsp_server.complete.Completer.rest`). Malformed
+    params, a document that is not open, or a position outside it: a warning, nothing
+    else (a notification has no answer)."""
+    text_document, position = _field(params, "textDocument"), _field(params, "position")
+    uri = _field(text_document, "uri") if text_document is not None else None
+    line = _field(position, "line") if position is not None else None
+    character = _field(position, "character") if position is not None else None
+    if not isinstance(uri, str) or not all(isinstance(v, int) and not isinstance(v, bool) for v in (line, character)):
+        log.warning("%s: expected {textDocument: {uri}, position: {line, character}}, got %r", NOTIFY_CURSOR, params)
+        return
+    doc = ls.workspace.text_documents.get(unquote(uri))
+    state = ls.registry.get(doc.uri) if doc is not None else None
+    if doc is None or state is None:
+        log.warning("%s: %s is not open", NOTIFY_CURSOR, uri)
+        return
+    try:
+        offset = offset_at(doc, types.Position(line=line, character=character))
+    except BadRequest as exc:
+        log.warning("%s: %s", NOTIFY_CURSOR, exc.message)
+        return
+    source = doc.source
+    ls.completer.rest(state, CursorContext(source[:offset], source[offset:]))
 
 
 @features.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))

@@ -160,6 +160,7 @@ class DocumentState:
     anchor: Any = None  # lsp_server.prompt.Anchor of the last anchored prompt
     context: Any = None  # lsp_server.context.ContextState: the cross-file context in its prompts
     typing: TypingClock = field(default_factory=TypingClock)
+    cursor_seq: int = 0  # fastcoder/cursor notifications so far: the latest one's number
     used: float = field(default_factory=time.monotonic)
 
 

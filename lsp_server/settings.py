@@ -39,6 +39,10 @@ earlyAnswerMs      400                          multi-line mode: once this long 
                                                 (null: wait for the block's end or timeBudgetMs)
 warmOnOpen         true                         prefill an opened document in the background (when the
                                                 model is idle), so the first completion in it is fast
+warmAtCursor       true                         when the client says where the cursor rests
+                                                (fastcoder/cursor), compute the suggestion there in the
+                                                background (lowest priority, as prefetch): its prompt is
+                                                prefilled before the first keystroke there
 workspaceIndex     true                         use D_r, the index of the workspace folders
 commonIndex        true                         use D_c, the standard library (built once per tokenizer)
 dependencyIndex    false                        use D_d, the workspace environment's site-packages
@@ -136,6 +140,7 @@ class ServerSettings:
     reuse_suggestions: bool = True
     early_answer_ms: int | None = 400
     warm_on_open: bool = True
+    warm_at_cursor: bool = True
     workspace_index: bool = True
     common_index: bool = True
     dependency_index: bool = False
@@ -221,8 +226,8 @@ class ServerSettings:
                 self.body_time_budget_ms = None
         if not isinstance(self.suffix_share, (int, float)) or not 0.0 <= self.suffix_share <= 0.9:
             raise SettingsError(f"suffix_share must be between 0 and 0.9, got {self.suffix_share!r}")
-        for name in ("enabled", "reuse_suggestions", "warm_on_open", "workspace_index", "common_index", "dependency_index",
-                     "keep_whitespace", "prefetch", "cross_file_context"):  # fmt: skip
+        for name in ("enabled", "reuse_suggestions", "warm_on_open", "warm_at_cursor", "workspace_index", "common_index",
+                     "dependency_index", "keep_whitespace", "prefetch", "cross_file_context"):  # fmt: skip
             if not isinstance(getattr(self, name), bool):
                 raise SettingsError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.python_path is None:

@@ -107,7 +107,7 @@ async def start_client(model_dir, workspace, options: dict[str, Any] | None = No
     # tests' open documents would add to it) (each tested on its own)
     opts = {"model": str(model_dir), "dtype": "float32", "device": "cpu", "maxNewTokens": 16,
             "timeBudgetMs": 0, "method": "fastcoder", "earlyAnswerMs": None, "warmOnOpen": False,
-            "prefetch": False, "debounceMs": 0, "crossFileContext": False}  # fmt: skip
+            "prefetch": False, "warmAtCursor": False, "debounceMs": 0, "crossFileContext": False}  # fmt: skip
     opts.update(options or {})
     client.init_result = await client.initialize_session(  # type: ignore[attr-defined]
         types.InitializeParams(
@@ -645,6 +645,73 @@ async def test_accepted_suggestion_is_followed_by_one_prepared_in_the_background
         assert now["total"]["generations"] == before["total"]["generations"]  # no model run for it
     finally:
         await configure(client, prefetch=False, maxNewTokens=16, promptLayout="anchored")
+
+
+def cursor_rests(client: LanguageClient, uri: str, pos: types.Position) -> None:
+    """What our editor clients send once the cursor has stopped moving."""
+    client.protocol.notify("fastcoder/cursor", {"textDocument": {"uri": uri}, "position": {"line": pos.line, "character": pos.character}})
+
+
+async def wait_outcome(client: LanguageClient, name: str, count: int, timeout: float = 60) -> dict[str, Any]:
+    """Stats once outcome ``name`` has reached ``count`` and the model thread is idle."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = await stats(client)
+        if info["outcomes"].get(name, 0) >= count and info["model"]["busy"] is None:
+            return info
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"outcome {name} not at {count} after {timeout} s: {info['outcomes']}")
+
+
+async def test_resting_cursor_gets_its_suggestion_prepared(client: LanguageClient, workspace):
+    """``fastcoder/cursor`` (``warmAtCursor``): where the cursor rests, the suggestion is
+    computed in the background, so a request there is answered without a model run
+    and the first keystroke there prefills only its end of the prompt (anchored). A
+    cursor that moves on before resting is not warmed where it was; bad params, an
+    unopened document and a position outside the document are ignored with a warning."""
+    uri = (workspace / "rest.py").as_uri()
+    # a document longer than the prompt: the prefix window follows the cursor
+    text = BODY + "".join(f"\ndef helper_{i}(value):\n    return value * {i}\n" for i in range(40))
+    open_doc(client, uri, text)
+    await configure(client, warmAtCursor=True, maxPromptTokens=160, maxNewTokens=6)
+    try:
+        start = await stats(client)
+        warmed = start["outcomes"].get("warm_at_cursor", 0)
+        away = _end_of(text, "def helper_3(value):")
+        pos = _end_of(text, "    return value * 30")
+        cursor_rests(client, uri, away)  # moves on at once: not warmed there
+        for bad in ({"textDocument": {"uri": uri}}, {"textDocument": {"uri": uri}, "position": {"line": "x", "character": 0}},
+                    {"textDocument": {"uri": (workspace / "never-opened.py").as_uri()}, "position": {"line": 0, "character": 0}},
+                    {"textDocument": {"uri": uri}, "position": {"line": 9999, "character": 0}}, [1, 2]):  # fmt: skip
+            client.protocol.notify("fastcoder/cursor", bad)
+        cursor_rests(client, uri, pos)
+        info = await wait_outcome(client, "prefetched", start["outcomes"].get("prefetched", 0) + 1)
+        assert info["outcomes"].get("warm_at_cursor", 0) == warmed + 1, info["outcomes"]
+        generations = info["total"]["generations"]
+        ready = info["outcomes"].get("ready", 0)
+        # a request where it rests: the prepared suggestion, no model run
+        await client.text_document_inline_completion_async(inline_params(uri, pos))
+        now = await stats(client)
+        assert now["outcomes"].get("ready", 0) == ready + 1, now["outcomes"]
+        assert now["total"]["generations"] == generations
+        # the first keystroke there: only the end of the prompt is prefilled
+        change_doc(client, uri, 2, pos, " +")
+        typed = types.Position(line=pos.line, character=pos.character + 2)
+        await client.text_document_inline_completion_async(inline_params(uri, typed))
+        last = (await stats(client))["last"]
+        assert last["promptTokens"] >= 100 and last["prefillTokens"] * 4 < last["promptTokens"], last
+    finally:
+        await configure(client, warmAtCursor=False, maxPromptTokens=2048, maxNewTokens=16)
+
+
+async def test_resting_cursor_is_not_warmed_when_the_setting_is_off(client: LanguageClient, workspace):
+    uri = (workspace / "rest-off.py").as_uri()
+    open_doc(client, uri, BODY)
+    before = (await stats(client))["outcomes"].get("warm_at_cursor", 0)
+    cursor_rests(client, uri, _end_of(BODY, "def main():"))
+    await asyncio.sleep(0.6)  # well past the rest delay (0.15 s)
+    info = await stats(client)
+    assert info["outcomes"].get("warm_at_cursor", 0) == before and info["model"]["busy"] is None
 
 
 async def test_superseded_queued_request_is_answered_at_once(client: LanguageClient, workspace):
