@@ -12,6 +12,9 @@ simulated clock:
   newline) and auto-closes ``()[]{}`` (typing the closer later steps over it);
 * a request (``textDocument/inlineCompletion``) fires only when 150 ms pass without
   typing (debounce). The benchmark waits for each answer (real time) before typing on.
+* when the file is opened the editor places the cursor at the body and, as our clients
+  do once the cursor stops moving, sends ``fastcoder/cursor`` there; the user looks at
+  the file for ``--first-pause`` (1 s, real time) before the first request.
 
 Methods run side by side: for every file, every method gets a fresh server and the
 same keystroke script (the order of methods rotates from file to file). Reported per
@@ -29,7 +32,7 @@ file, every (method, layout) pair gets a fresh server and the same keystrokes. L
 ``plain`` the CPU matmul path (``packWeights`` on / off), ``noprune`` verifies drafts below a
 line end in single-line completions (``engine.pruneAtLineEnd`` off), ``nomerge`` prefills a
 keystroke's new prompt tokens before the first step instead of in it
-(``engine.mergePromptTail`` 0); any other name is sent
+(``engine.mergePromptTail`` 0), ``nowarm`` turns ``warmAtCursor`` off; any other name is sent
 as the ``promptLayout`` initialization option; parts join with ``+``
 (``psm+nocontext``). Results are keyed ``METHOD`` for
 the first layout listed and ``METHOD@LAYOUT`` for the others; "same text as AR" and
@@ -503,6 +506,9 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
             text_document=types.TextDocumentItem(uri=uri, language_id="python", version=version, text=buffer)
         )
     )
+    # the editor places the cursor; our clients say where it rests (fastcoder/cursor)
+    line, col = utf16_pos(buffer, cursor)
+    client.protocol.notify("fastcoder/cursor", {"textDocument": {"uri": uri}, "position": {"line": line, "character": col}})
     await asyncio.sleep(args.first_pause)  # the user looks at the file before typing (real time)
     rng = random.Random(args.seed)
     autoclose = not args.no_autoclose
@@ -737,6 +743,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 NO_CONTEXT = "nocontext"
 CONTEXT = "context"
 MIDDLE = "middle"  # the cross-file context on, placed before the FIM middle token
+NO_WARM = "nowarm"  # warmAtCursor off: the server ignores where the cursor rests (an ablation)
 PACKED, PLAIN = "packed", "plain"  # the CPU matmul path: packWeights on / off
 NO_LINE_PRUNE = "noprune"  # drafts below a line end verified even in single-line mode (an ablation)
 NO_MERGE = "nomerge"  # the prompt's uncached tail prefilled before the first step, not in it (an ablation)
@@ -746,7 +753,8 @@ def layout_options(layout: str) -> dict[str, Any]:
     """Server options of a layout name: ``default`` (none: the server's own layout),
     a ``promptLayout`` (``psm``, ``anchored``), ``context`` / ``nocontext`` (cross-file
     context on / off), ``middle`` (on, ``contextPlacement`` before-middle), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
-    (``engine.pruneAtLineEnd`` off), ``nomerge`` (``engine.mergePromptTail`` 0), or a
+    (``engine.pruneAtLineEnd`` off), ``nomerge`` (``engine.mergePromptTail`` 0), ``nowarm``
+    (``warmAtCursor`` off: the cursor notification is ignored), or a
     combination joined by ``+`` (``psm+nocontext``)."""
     options: dict[str, Any] = {}
     for part in layout.split("+"):
@@ -760,6 +768,8 @@ def layout_options(layout: str) -> dict[str, Any]:
             options.setdefault("engine", {})["pruneAtLineEnd"] = False
         elif part == NO_MERGE:
             options.setdefault("engine", {})["mergePromptTail"] = 0
+        elif part == NO_WARM:
+            options["warmAtCursor"] = False
         elif part != DEFAULT_LAYOUT:
             options["promptLayout"] = part
     return options
