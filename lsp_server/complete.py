@@ -374,8 +374,9 @@ class Completer:
         ~3-4 s on a 2-core CPU. A background job for a place the cursor has left is
         superseded (what it prefilled stays in the KV cache; counted as
         ``prefetch_cancelled``); a busy model thread is waited for (looked at again every
-        :data:`PREFETCH_AFTER_S`, up to :data:`REST_WAIT_S`); a state already answered or
-        in flight is left alone."""
+        :data:`PREFETCH_AFTER_S`, up to :data:`REST_WAIT_S`), and so is the document's
+        generation for another place (the editor cancels it when the cursor leaves); a
+        state already answered or in flight is left alone."""
         settings = self.settings()
         if not (settings.warm_at_cursor and settings.enabled and self.host.ready):
             return
@@ -389,9 +390,12 @@ class Completer:
             waited = -PREFETCH_AFTER_S  # the first look comes after the rest delay
         elif seq != doc.cursor_seq or self.registry.get(doc.uri) is not doc:
             return  # moved on, or closed
-        elif doc.answers.has_state(ctx.prefix, ctx.suffix) or doc.inflight is not None:
-            return
-        elif not (self.host.waiting() or self.host.busy is not None):
+        elif recall(doc.answers, ctx) is not None:
+            return  # answered already (that state, or typed through a suggestion)
+        elif (doc.inflight is not None and doc.inflight.ctx is not None and not doc.inflight.cancel.is_set()
+              and state_key(doc.inflight.ctx) == state_key(ctx)):  # fmt: skip
+            return  # already being computed
+        elif doc.inflight is None and not (self.host.waiting() or self.host.busy is not None):
             self.metrics.outcome("warm_at_cursor")
             self._prefetch(doc, [ctx], settings, still=doc.typing.changed_at, enabled=True)
             return

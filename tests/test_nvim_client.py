@@ -214,6 +214,11 @@ local ok, err = pcall(function()
   step("completion")
 
   if CFG.extra then
+    -- where the cursor rests: fastcoder/cursor once it has not moved for cursor_rest_ms
+    -- (a headless Neovim runs no CursorMoved by itself inside a script: fired here)
+    vim.api.nvim_exec_autocmds("CursorMoved", { buffer = bufnr })
+    result.cursor = vim.api.nvim_win_get_cursor(0)
+    vim.wait(1000, function() return false end, 50)
     -- executeCommand fastcoder.stats through the plugin
     local stats
     fc.execute("fastcoder.stats", {}, function(e, r) stats = { err = e and vim.inspect(e) or nil, result = r } end, bufnr)
@@ -299,7 +304,7 @@ FAKE_SERVER = r'''
 import json, sys
 
 log_path = sys.argv[1]
-log = {"init_options": None, "configurations": [], "opened": [], "commands": []}
+log = {"init_options": None, "configurations": [], "opened": [], "commands": [], "cursor": []}
 
 def save():
     with open(log_path, "w") as f:
@@ -349,6 +354,8 @@ while True:
         log["configurations"].append(params.get("settings"))
     elif method == "textDocument/didOpen":
         log["opened"].append(params["textDocument"]["uri"])
+    elif method == "fastcoder/cursor":
+        log["cursor"].append(params)
     elif method == "textDocument/completion":
         send({"id": mid, "result": {"isIncomplete": False, "items": [
             {"label": "a - b", "insertText": "a - b", "kind": 1},
@@ -415,6 +422,13 @@ def test_fake_server_roundtrip(nvim_bin: str, tmp_path: Path):
     assert srv["configurations"][0] == {"fastcoder": init_options}
     assert srv["configurations"][-1] == {"fastcoder": {**init_options, "enabled": False}}
     assert any(uri.endswith("/pkg/mathutil.py") for uri in srv["opened"])
+    # the cursor on line 12 (normal mode: on its last character), reported once after it
+    # rested, in UTF-16 columns (the line is ASCII: its byte column)
+    row, col = res["cursor"]
+    assert row == 13 and col > 0
+    assert len(srv["cursor"]) == 1, srv["cursor"]
+    assert srv["cursor"][0]["textDocument"]["uri"].endswith("/pkg/mathutil.py")
+    assert srv["cursor"][0]["position"] == {"line": 12, "character": col}
     edit_cmd = next(c for c in srv["commands"] if c["command"] == "fastcoder.editSelection")
     (arg,) = edit_cmd["arguments"]
     assert arg["instruction"] == "rename add to plus"

@@ -17,6 +17,7 @@ import {
     setEnabled,
     showStats,
 } from './commands';
+import { CursorReporter } from './cursor';
 import { SECTION, needsRestart, readSettings, toInitOptions } from './settings';
 import { STATUS_NOTIFICATION, StatusBar, StatusParams } from './status';
 
@@ -216,6 +217,8 @@ export async function activateWith(context: vscode.ExtensionContext, transport: 
     const statusBar = new StatusBar(COMMANDS.showStats);
     controller = new ServerController(statusBar, outputChannel, transport);
     const ctl = controller;
+    // where the cursor rests, for the server to prepare the suggestion there (warmAtCursor)
+    const cursor = new CursorReporter(() => ctl.client, () => readSettings().enabled, new Set(LANGUAGES));
     context.subscriptions.push(
         outputChannel,
         statsChannel,
@@ -230,6 +233,8 @@ export async function activateWith(context: vscode.ExtensionContext, transport: 
         ),
         vscode.commands.registerCommand(COMMANDS.restartServer, () => ctl.restart()),
         vscode.commands.registerCommand(COMMANDS.showLog, () => outputChannel.show(true)),
+        cursor,
+        vscode.window.onDidChangeTextEditorSelection((event) => cursor.onSelection(event)),
         vscode.workspace.onDidChangeConfiguration((event) => {
             if (!event.affectsConfiguration(SECTION)) {
                 return;

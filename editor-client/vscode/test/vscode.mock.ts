@@ -138,6 +138,7 @@ export function createVscodeMock() {
         showInformationMessage: vi.fn(async (..._args: unknown[]) => undefined as unknown),
         showInputBox: vi.fn(async (..._args: unknown[]) => undefined as string | undefined),
         setStatusBarMessage: vi.fn(() => new Disposable()),
+        onDidChangeTextEditorSelection: vi.fn((_listener: (e: unknown) => void) => new Disposable()),
         withProgress: vi.fn(
             async (_opts: unknown, task: (progress: unknown, token: unknown) => Promise<unknown>) =>
                 task({ report: vi.fn() }, { isCancellationRequested: false, onCancellationRequested: vi.fn() }),

@@ -34,6 +34,10 @@ M.defaults = {
   name = "fastcoder",
   -- Neovim >= 0.12: enable vim.lsp.inline_completion (ghost text) in attached buffers.
   inline_completion = true,
+  -- Tell the server where the cursor rests (fastcoder/cursor) once it has not moved for
+  -- this many ms, so it prepares the suggestion there (server setting warmAtCursor).
+  -- false or 0: never.
+  cursor_rest_ms = 300,
   -- Set 'omnifunc' to v:lua.vim.lsp.omnifunc in attached buffers (<C-x><C-o>).
   omnifunc = true,
   -- Insert-mode keys; set one to false to skip that mapping.
@@ -212,6 +216,72 @@ end
 -- attaching
 -------------------------------------------------------------------------------
 
+local function utf16_len(line)
+  if has("0.11") then
+    return vim.str_utfindex(line, "utf-16")
+  end
+  local _, utf16 = vim.str_utfindex(line)
+  return utf16
+end
+
+local cursor_timers = {} -- bufnr -> the rest timer of its cursor watch
+
+--- Tell the server where the cursor rests in `bufnr` (`fastcoder/cursor`), once it has not
+--- moved for `delay` ms: it prepares the suggestion there (setting warmAtCursor), so the
+--- first keystroke after a jump in a long file does not wait for the whole prompt's
+--- prefill. The same place (and text) is not sent twice in a row.
+local function watch_cursor(client, bufnr, delay)
+  if cursor_timers[bufnr] then
+    cursor_timers[bufnr]:stop()
+    cursor_timers[bufnr]:close()
+  end
+  local timer = uv.new_timer()
+  cursor_timers[bufnr] = timer
+  local last
+  local group = vim.api.nvim_create_augroup("FastCoderCursor" .. bufnr, { clear = true })
+  vim.api.nvim_create_autocmd({ "CursorMoved", "CursorMovedI" }, {
+    group = group,
+    buffer = bufnr,
+    callback = function()
+      local tick = vim.api.nvim_buf_get_changedtick(bufnr)
+      timer:stop()
+      timer:start(delay, 0, vim.schedule_wrap(function()
+        if not vim.api.nvim_buf_is_valid(bufnr) or vim.api.nvim_get_current_buf() ~= bufnr then
+          return
+        end
+        if vim.api.nvim_buf_get_changedtick(bufnr) ~= tick or is_stopped(client) then
+          return -- typed on (that edit's own CursorMovedI arms the timer again) or gone
+        end
+        local row, col = unpack(vim.api.nvim_win_get_cursor(0))
+        local line = vim.api.nvim_buf_get_lines(bufnr, row - 1, row, false)[1] or ""
+        local character = utf16_len(line:sub(1, col))
+        local key = string.format("%d:%d:%d", tick, row, character)
+        if key == last then
+          return
+        end
+        last = key
+        client_notify(client, "fastcoder/cursor", {
+          textDocument = { uri = vim.uri_from_bufnr(bufnr) },
+          position = { line = row - 1, character = character },
+        })
+      end))
+    end,
+  })
+  vim.api.nvim_create_autocmd("BufUnload", {
+    group = group,
+    buffer = bufnr,
+    once = true,
+    callback = function()
+      if cursor_timers[bufnr] == timer then
+        cursor_timers[bufnr] = nil
+      end
+      timer:stop()
+      timer:close()
+      pcall(vim.api.nvim_del_augroup_by_id, group)
+    end,
+  })
+end
+
 local function map(bufnr, lhs, rhs, desc, opts)
   if not lhs or lhs == "" then
     return
@@ -244,6 +314,9 @@ local function on_attach(client, bufnr)
     map(bufnr, km.prev, function()
       ic.select({ bufnr = bufnr, count = -1 })
     end, "FastCoder: previous inline completion")
+  end
+  if (tonumber(cfg.cursor_rest_ms) or 0) > 0 then
+    watch_cursor(client, bufnr, cfg.cursor_rest_ms)
   end
   -- Manual trigger: LSP completion through omnifunc (works on every version).
   map(bufnr, km.trigger, "<C-x><C-o>", "FastCoder: complete")
@@ -376,14 +449,6 @@ function M.execute(command, arguments, callback, bufnr)
     end
   end, bufnr)
   return true
-end
-
-local function utf16_len(line)
-  if has("0.11") then
-    return vim.str_utfindex(line, "utf-16")
-  end
-  local _, utf16 = vim.str_utfindex(line)
-  return utf16
 end
 
 --- Edit lines line1..line2 (1-based, inclusive) of bufnr following `instruction`.
