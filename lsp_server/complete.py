@@ -371,8 +371,9 @@ class Completer:
 
         Why: in a document longer than the prompt the prefix window follows the cursor,
         so the first request after a jump (or after opening it) prefilled ~2,000 tokens,
-        ~3-4 s on a 2-core CPU. A background job for a place the cursor has left is
-        superseded (what it prefilled stays in the KV cache; counted as
+        ~3-4 s on a 2-core CPU. A place whose suggestion is known (shown, or typed
+        through) needs nothing and cancels nothing. A background job for a place the
+        cursor has left is superseded (what it prefilled stays in the KV cache; counted as
         ``prefetch_cancelled``); a busy model thread is waited for (looked at again every
         :data:`PREFETCH_AFTER_S`, up to :data:`REST_WAIT_S`), and so is the document's
         generation for another place (the editor cancels it when the cursor leaves); a
@@ -383,6 +384,10 @@ class Completer:
         if seq is None:  # a new notification
             doc.cursor_seq += 1
             seq = doc.cursor_seq
+            if recall(doc.answers, ctx) is not None:
+                # its suggestion is known (the user reads it, or types through it): nothing
+                # to prepare, and the one prepared for accepting it goes on
+                return
             running = doc.inflight
             if (running is not None and running.background and running.waiters == 0
                     and running.ctx is not None and state_key(running.ctx) != state_key(ctx)):  # fmt: skip

@@ -622,11 +622,17 @@ async def test_accepted_suggestion_is_followed_by_one_prepared_in_the_background
     uri = (workspace / "prefetch.py").as_uri()
     open_doc(client, uri, BODY)
     pos = _end_of(BODY, "    config = read_config(sys.argv[1])")
-    await configure(client, prefetch=True, maxNewTokens=6, method="fastcoder", promptLayout="psm")
+    await configure(client, prefetch=True, warmAtCursor=True, maxNewTokens=6, method="fastcoder", promptLayout="psm")
     try:
+        cancelled = (await stats(client))["outcomes"].get("prefetch_cancelled", 0)
         first = await client.text_document_inline_completion_async(inline_params(uri, pos))
         (item,) = first.items
         text = item.insert_text
+        # the cursor rests where the suggestion is shown (the client says so while the user
+        # reads it): that neither cancels the suggestion prepared for accepting it nor starts one
+        for _ in range(60):  # before, while and after the background job runs
+            cursor_rests(client, uri, pos)
+            await asyncio.sleep(0.02)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             info = await stats(client)
@@ -634,6 +640,7 @@ async def test_accepted_suggestion_is_followed_by_one_prepared_in_the_background
                 break
             await asyncio.sleep(0.05)
         assert info["outcomes"].get("prefetched", 0) >= 1, info["outcomes"]
+        assert info["outcomes"].get("prefetch_cancelled", 0) == cancelled, info["outcomes"]
         before = info
         change_doc(client, uri, 2, pos, text)  # Tab: the suggestion is in the buffer
         lines = text.split("\n")
@@ -644,7 +651,7 @@ async def test_accepted_suggestion_is_followed_by_one_prepared_in_the_background
         assert now["outcomes"].get("ready", 0) == before["outcomes"].get("ready", 0) + 1, (repr(text), now["outcomes"], before["outcomes"])
         assert now["total"]["generations"] == before["total"]["generations"]  # no model run for it
     finally:
-        await configure(client, prefetch=False, maxNewTokens=16, promptLayout="anchored")
+        await configure(client, prefetch=False, warmAtCursor=False, maxNewTokens=16, promptLayout="anchored")
 
 
 def cursor_rests(client: LanguageClient, uri: str, pos: types.Position) -> None:
