@@ -218,7 +218,14 @@ export async function activateWith(context: vscode.ExtensionContext, transport: 
     controller = new ServerController(statusBar, outputChannel, transport);
     const ctl = controller;
     // where the cursor rests, for the server to prepare the suggestion there (warmAtCursor)
-    const cursor = new CursorReporter(() => ctl.client, () => readSettings().enabled, new Set(LANGUAGES));
+    const cursor = new CursorReporter(
+        () => ctl.client,
+        () => {
+            const settings = readSettings();
+            return settings.enabled && settings.warmAtCursor;
+        },
+        new Set(LANGUAGES),
+    );
     context.subscriptions.push(
         outputChannel,
         statsChannel,

@@ -37,6 +37,8 @@ export interface FastCoderSettings {
     debounceMs: number | 'auto';
     /** Compute the suggestion after accepting the shown one in the background. */
     prefetch: boolean;
+    /** Where the cursor rests, prepare the suggestion in the background (the client reports the place). */
+    warmAtCursor: boolean;
     /** Put other workspace files (definitions, open documents) in the prompt. */
     crossFileContext: boolean;
 }
@@ -55,6 +57,7 @@ export const DEFAULTS: FastCoderSettings = {
     promptLayout: 'anchored',
     debounceMs: 'auto',
     prefetch: true,
+    warmAtCursor: true,
     crossFileContext: false,
 };
 
@@ -72,6 +75,7 @@ export interface InitOptions {
     promptLayout: string;
     debounceMs: number | 'auto';
     prefetch: boolean;
+    warmAtCursor: boolean;
     crossFileContext: boolean;
 }
 
@@ -117,6 +121,7 @@ export function normalizeSettings(raw: Partial<Record<keyof FastCoderSettings, u
         promptLayout: pick(raw.promptLayout, LAYOUTS, 'anchored'),
         debounceMs: debounce(raw.debounceMs),
         prefetch: typeof raw.prefetch === 'boolean' ? raw.prefetch : DEFAULTS.prefetch,
+        warmAtCursor: typeof raw.warmAtCursor === 'boolean' ? raw.warmAtCursor : DEFAULTS.warmAtCursor,
         crossFileContext:
             typeof raw.crossFileContext === 'boolean' ? raw.crossFileContext : DEFAULTS.crossFileContext,
     };
@@ -135,6 +140,7 @@ export function toInitOptions(settings: FastCoderSettings): InitOptions {
         promptLayout: settings.promptLayout,
         debounceMs: settings.debounceMs,
         prefetch: settings.prefetch,
+        warmAtCursor: settings.warmAtCursor,
         crossFileContext: settings.crossFileContext,
     };
     if (settings.timeBudgetMs !== null && settings.timeBudgetMs !== undefined) {

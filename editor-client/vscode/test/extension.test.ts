@@ -139,6 +139,7 @@ describe('activate', () => {
             promptLayout: 'anchored',
             debounceMs: 'auto',
             prefetch: true,
+            warmAtCursor: true,
             crossFileContext: false,
         });
         expect(client.clientOptions.documentSelector).toEqual(documentSelector());

@@ -35,6 +35,7 @@ describe('normalizeSettings', () => {
             promptLayout: 'spm',
             debounceMs: -5,
             prefetch: 'no',
+            warmAtCursor: 'off',
             crossFileContext: 1,
         });
         expect(s).toEqual(DEFAULTS);
@@ -55,6 +56,7 @@ describe('normalizeSettings', () => {
             promptLayout: 'psm',
             debounceMs: 120.5,
             prefetch: false,
+            warmAtCursor: false,
             crossFileContext: true,
         });
         expect(s).toEqual({
@@ -71,6 +73,7 @@ describe('normalizeSettings', () => {
             promptLayout: 'psm',
             debounceMs: 120,
             prefetch: false,
+            warmAtCursor: false,
             crossFileContext: true,
         });
     });
@@ -89,6 +92,7 @@ describe('toInitOptions', () => {
             promptLayout: 'anchored',
             debounceMs: 'auto',
             prefetch: true,
+            warmAtCursor: true,
             crossFileContext: false,
         });
     });
@@ -147,6 +151,7 @@ describe('readSettings (through the mocked vscode API)', () => {
             promptLayout: 'anchored',
             debounceMs: 'auto',
             prefetch: true,
+            warmAtCursor: true,
             crossFileContext: false,
         });
     });
