@@ -172,8 +172,11 @@ class Completer:
         if hit is not None and not (invoked and not hit[0].strip()):
             text, source = hit
             doc.answers.use(source)
-            reason = "ready" if source.background else "typed"
-            self.metrics.outcome("ready" if source.background else "typed_through")
+            # "ready": the very state prepared in the background (after an accept, or where
+            # the cursor rested); typing on through it is typed-through like any suggestion
+            prepared = source.background and source.prefix == ctx.prefix and source.suffix == ctx.suffix
+            reason = "ready" if prepared else "typed"
+            self.metrics.outcome("ready" if prepared else "typed_through")
             if text.strip():  # shown again: prepare what follows accepting it
                 self._prefetch(doc, after_accept(ctx, text), settings)
             return Outcome(text, ctx.mode, reason, seconds=time.perf_counter() - t0)

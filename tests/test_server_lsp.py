@@ -686,11 +686,11 @@ async def test_resting_cursor_gets_its_suggestion_prepared(client: LanguageClien
         warmed = start["outcomes"].get("warm_at_cursor", 0)
         away = _end_of(text, "def helper_3(value):")
         pos = _end_of(text, "    return value * 30")
-        cursor_rests(client, uri, away)  # moves on at once: not warmed there
         for bad in ({"textDocument": {"uri": uri}}, {"textDocument": {"uri": uri}, "position": {"line": "x", "character": 0}},
                     {"textDocument": {"uri": (workspace / "never-opened.py").as_uri()}, "position": {"line": 0, "character": 0}},
                     {"textDocument": {"uri": uri}, "position": {"line": 9999, "character": 0}}, [1, 2]):  # fmt: skip
             client.protocol.notify("fastcoder/cursor", bad)
+        cursor_rests(client, uri, away)  # moves on at once: not warmed there
         cursor_rests(client, uri, pos)
         info = await wait_outcome(client, "prefetched", start["outcomes"].get("prefetched", 0) + 1)
         assert info["outcomes"].get("warm_at_cursor", 0) == warmed + 1, info["outcomes"]
