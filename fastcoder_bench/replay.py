@@ -746,6 +746,7 @@ MIDDLE = "middle"  # the cross-file context on, placed before the FIM middle tok
 NO_WARM = "nowarm"  # warmAtCursor off: the server ignores where the cursor rests (an ablation)
 PACKED, PLAIN = "packed", "plain"  # the CPU matmul path: packWeights on / off
 NO_LINE_PRUNE = "noprune"  # drafts below a line end verified even in single-line mode (an ablation)
+WINDOW = "window"  # windowN: maxPromptTokens N (the prompt window; windowN+context for both)
 NO_MERGE = "nomerge"  # the prompt's uncached tail prefilled before the first step, not in it (an ablation)
 
 
@@ -754,8 +755,9 @@ def layout_options(layout: str) -> dict[str, Any]:
     a ``promptLayout`` (``psm``, ``anchored``), ``context`` / ``nocontext`` (cross-file
     context on / off), ``middle`` (on, ``contextPlacement`` before-middle), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
     (``engine.pruneAtLineEnd`` off), ``nomerge`` (``engine.mergePromptTail`` 0), ``nowarm``
-    (``warmAtCursor`` off: the cursor notification is ignored), or a
-    combination joined by ``+`` (``psm+nocontext``)."""
+    (``warmAtCursor`` off: the cursor notification is ignored), ``windowN``
+    (``maxPromptTokens`` N, e.g. ``window1024``), or a combination joined by ``+``
+    (``psm+nocontext``)."""
     options: dict[str, Any] = {}
     for part in layout.split("+"):
         if part in (NO_CONTEXT, CONTEXT):
@@ -770,6 +772,8 @@ def layout_options(layout: str) -> dict[str, Any]:
             options.setdefault("engine", {})["mergePromptTail"] = 0
         elif part == NO_WARM:
             options["warmAtCursor"] = False
+        elif part.startswith(WINDOW) and part[len(WINDOW):].isdigit():
+            options["maxPromptTokens"] = int(part[len(WINDOW):])
         elif part != DEFAULT_LAYOUT:
             options["promptLayout"] = part
     return options

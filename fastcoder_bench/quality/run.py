@@ -36,8 +36,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # the default sources as commented fragments after the suffix, right before the FIM
     # middle token (Qwen2.5-Coder's CrossCodeEval harness)
     "context-middle": {"crossFileContext": True, "contextPlacement": "before-middle"},
+    # half the prompt window (a first request prefills half as many tokens): what the
+    # shorter window costs in quality, without and with the context in it
+    "no-context-1024": {"crossFileContext": False, "maxPromptTokens": 1024},
+    "context-1024": {"crossFileContext": True, "maxPromptTokens": 1024},
 }
-WITH_TABS = frozenset({"open", "context", "context-on-top", "context-middle"})
+WITH_TABS = frozenset({"open", "context", "context-on-top", "context-middle", "context-1024"})
 BASE = "no-context"
 SERVER_OPTIONS = {"debounceMs": 0, "prefetch": False, "earlyAnswerMs": None, "timeBudgetMs": 30000,
                   "warmOnOpen": False, "maxNewTokens": 64}  # fmt: skip
