@@ -382,11 +382,15 @@ class Completer:
         generation for another place (the editor cancels it when the cursor leaves); a
         state already answered or in flight is left alone."""
         settings = self.settings()
-        if not (settings.warm_at_cursor and settings.enabled and self.host.ready):
+        if not (settings.warm_at_cursor and settings.enabled):
             return
         if seq is None:  # a new notification
             doc.cursor_seq += 1
             seq = doc.cursor_seq
+            if not self.host.ready:  # loading: kept, and looked at once the model is ready
+                doc.rest_while_loading = ctx
+                return
+            doc.rest_while_loading = None
             if recall(doc.answers, ctx) is not None:
                 # its suggestion is known (the user reads it, or types through it): nothing
                 # to prepare, and the one prepared for accepting it goes on
@@ -396,8 +400,8 @@ class Completer:
                     and running.ctx is not None and state_key(running.ctx) != state_key(ctx)):  # fmt: skip
                 running.supersede()  # prepared for a place the cursor has left
             waited = -PREFETCH_AFTER_S  # the first look comes after the rest delay
-        elif seq != doc.cursor_seq or self.registry.get(doc.uri) is not doc:
-            return  # moved on, or closed
+        elif seq != doc.cursor_seq or self.registry.get(doc.uri) is not doc or not self.host.ready:
+            return  # moved on, closed, or the model is being replaced
         elif recall(doc.answers, ctx) is not None:
             return  # answered already (that state, or typed through a suggestion)
         elif (doc.inflight is not None and doc.inflight.ctx is not None and not doc.inflight.cancel.is_set()
@@ -413,6 +417,14 @@ class Completer:
                 PREFETCH_AFTER_S,
                 lambda: self.rest(doc, ctx, waited + PREFETCH_AFTER_S, seq) if doc.typing.changed_at == changed else None,
             )
+
+    def resume_rest(self, doc: DocumentState, text: str) -> None:
+        """Loop thread, once the model is ready: a cursor that came to rest while it
+        loaded (the last place per document) is treated as resting now, if the text is
+        still what it was then."""
+        ctx, doc.rest_while_loading = doc.rest_while_loading, None
+        if ctx is not None and ctx.prefix + ctx.suffix == text:
+            self.rest(doc, ctx)
 
     def _publish_early(self, inflight: Inflight, doc: DocumentState, ctx: CursorContext, text: str) -> None:
         """Loop thread: the first lines of a block are ready; the generation goes on."""

@@ -161,6 +161,7 @@ class DocumentState:
     context: Any = None  # lsp_server.context.ContextState: the cross-file context in its prompts
     typing: TypingClock = field(default_factory=TypingClock)
     cursor_seq: int = 0  # fastcoder/cursor notifications so far: the latest one's number
+    rest_while_loading: Any = None  # lsp_server.prompt.CursorContext: where the cursor rested before the model was ready
     used: float = field(default_factory=time.monotonic)
 
 

@@ -109,6 +109,7 @@ class FastCoderServer(HardenedServer):
             state = self.registry.get(doc.uri)
             if state is not None:
                 self.completer.warm(state, doc.source)
+                self.completer.resume_rest(state, doc.source)
 
     def open_index(self, tokenizer: Any, fingerprint: str, force: bool = False) -> None:
         """(Re)open D_r / D_c for ``tokenizer`` unless the current index already fits."""

@@ -711,6 +711,39 @@ async def test_resting_cursor_gets_its_suggestion_prepared(client: LanguageClien
         await configure(client, warmAtCursor=False, maxPromptTokens=2048, maxNewTokens=16)
 
 
+async def test_cursor_resting_while_the_model_loads_is_warmed_once_it_is_ready(tiny_model_dir, tmp_path):
+    """A ``fastcoder/cursor`` that arrives while the model loads is kept (the last one per
+    document) and acted on when the model is ready; one for a document edited since is not."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    client = await start_client(tiny_model_dir, ws, {"commonIndex": False, "workspaceIndex": False,
+                                                     "warmAtCursor": True, "maxPromptTokens": 160, "maxNewTokens": 6})  # fmt: skip
+    try:
+        text = BODY + "".join(f"\ndef helper_{i}(value):\n    return value * {i}\n" for i in range(40))
+        uri, edited = (ws / "early-rest.py").as_uri(), (ws / "edited.py").as_uri()
+        open_doc(client, uri, text)
+        open_doc(client, edited, text)
+        pos = _end_of(text, "    return value * 30")
+        cursor_rests(client, uri, _end_of(text, "def helper_3(value):"))  # replaced by the next one
+        cursor_rests(client, uri, pos)
+        cursor_rests(client, edited, pos)
+        change_doc(client, edited, 2, _end_of(text, "def main():"), "\n    pass")  # the rest there is stale
+        assert (await stats(client))["model"]["state"] in ("loading", "idle")
+        await wait_ready(client)
+        info = await wait_outcome(client, "prefetched", 1)
+        assert info["outcomes"].get("warm_at_cursor", 0) == 1, info["outcomes"]
+        # the prepared suggestion is the one for the last place it rested
+        await client.text_document_inline_completion_async(inline_params(uri, pos))
+        now = await stats(client)
+        assert now["outcomes"].get("ready", 0) == 1 and now["total"]["generations"] == info["total"]["generations"], now
+        await asyncio.sleep(1.0)  # well past the rest delay (0.15 s) and the model thread's polls
+        later = await stats(client)
+        assert later["outcomes"].get("warm_at_cursor", 0) == 1 and later["model"]["busy"] is None, later["outcomes"]
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+
+
 async def test_resting_cursor_is_not_warmed_when_the_setting_is_off(client: LanguageClient, workspace):
     uri = (workspace / "rest-off.py").as_uri()
     open_doc(client, uri, BODY)
