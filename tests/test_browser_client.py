@@ -5,8 +5,9 @@ editor and a local extension host with the FastCoder extension's own activation 
 (editor-client/vscode/src/controller.ts), whose transport is a WebSocket to
 editor-client/web-test/bridge.mjs; the bridge starts the real ``fastcoder serve`` (this
 checkout, the real ``smollm2-135m`` model) and relays LSP over its stdio. Playwright
-drives five scenarios (accept with Tab, the next ghost text after an accept, type
-through, type away, "Generate function body"); see scenarios.mjs for what each one checks.
+drives six scenarios (accept with Tab, the next ghost text after an accept, type
+through, type away, "Generate function body", the cursor resting: ``fastcoder/cursor``
+and the suggestion prepared there); see scenarios.mjs for what each one checks.
 
 The workspace is a copy of this repository's ``lsp_server`` package (a real project's
 real files); the editor opens ``lsp_server/postprocess.py`` and types new functions at its
@@ -43,7 +44,7 @@ OUT = WEB / "out"
 SCREENSHOT = REPO / "docs" / "screenshots" / "vscode-ghost-text.png"
 MODEL = os.environ.get("FASTCODER_BROWSER_MODEL", "smollm2-135m")
 TIMEOUT_S = float(os.environ.get("FASTCODER_BROWSER_TIMEOUT", "900"))
-SCENARIOS = ("accept", "accept-next", "type-through", "type-away", "code-action")
+SCENARIOS = ("accept", "accept-next", "type-through", "type-away", "code-action", "cursor-rest")
 
 
 def _truthy(name: str) -> bool:

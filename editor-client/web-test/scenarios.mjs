@@ -25,6 +25,8 @@
  *                is answered exactly once, cancelled ones too, and none of them shows later
  *   code-action  "Generate function body" on a stub through Ctrl+. : a workspace edit
  *                fills the body
+ *   cursor-rest  move into the file and stop: one fastcoder/cursor with the cursor's
+ *                position, and the server prepares the suggestion there (warm_at_cursor)
  * Writes OUT/vscode-ghost-text.png, OUT/traffic.jsonl (every LSP message),
  * OUT/server.log, OUT/results.json. Exit status 0 only when every scenario passed.
  */
@@ -638,12 +640,44 @@ async function codeAction() {
     throw new Error(`no stub got a body: ${tried.join('; ')}`);
 }
 
+async function cursorRest() {
+    // A user moves into the middle of the file and reads. While the cursor moves the
+    // extension says nothing; once it has rested (300 ms) it sends fastcoder/cursor with
+    // that position, once, and the server prepares the suggestion there in the background
+    // (outcome warm_at_cursor).
+    await page.keyboard.press('Escape');
+    const notes = () => traffic().filter(({ dir, msg }) => dir === 'c2s' && msg.method === 'fastcoder/cursor');
+    const s0 = await stats();
+    const before = notes().length;
+    await page.keyboard.press('Control+Home');
+    for (let i = 0; i < 12; i++) await page.keyboard.press('ArrowDown');
+    await page.keyboard.press('End');
+    let cursor = await evaluate(() => window.harness.cursor());
+    for (let i = 0; i < 20 && cursor.column === 1; i++) { // at the end of a line with text
+        await page.keyboard.press('ArrowDown');
+        await page.keyboard.press('End');
+        cursor = await evaluate(() => window.harness.cursor());
+    }
+    for (const until = Date.now() + 5000; notes().length === before && Date.now() < until; ) await sleep(100);
+    await sleep(1000); // a second one would come now if the extension repeated itself
+    const sent = notes().slice(before).map(({ msg }) => msg.params);
+    check(sent.length === 1, `expected one fastcoder/cursor for the resting cursor, got ${sent.length}: ${JSON.stringify(sent)}`);
+    const [{ textDocument, position }] = sent;
+    check(position.line === cursor.lineNumber - 1 && position.character === cursor.column - 1,
+        `fastcoder/cursor says ${JSON.stringify(position)}, the cursor is at line ${cursor.lineNumber} column ${cursor.column}`);
+    check(textDocument.uri.endsWith('/' + file.split('/').pop()), `fastcoder/cursor names ${textDocument.uri}`);
+    let s1 = await stats();
+    for (const until = Date.now() + 60000; delta(s0, s1, 'warm_at_cursor') < 1 && Date.now() < until; await sleep(250)) s1 = await stats();
+    check(delta(s0, s1, 'warm_at_cursor') === 1, `the server did not prepare the suggestion where the cursor rests: ${JSON.stringify(s1.outcomes)}`);
+    return { position, warmAtCursor: delta(s0, s1, 'warm_at_cursor') };
+}
+
 // ----------------------------------------------------------------------------- run
 
 const results = [];
 let failed = 0;
 try {
-    for (const [name, fn] of [['accept', accept], ['accept-next', acceptNext], ['type-through', typeThrough], ['type-away', typeAway], ['code-action', codeAction]]) {
+    for (const [name, fn] of [['accept', accept], ['accept-next', acceptNext], ['type-through', typeThrough], ['type-away', typeAway], ['code-action', codeAction], ['cursor-rest', cursorRest]]) {
         if (only && !only.split(',').includes(name)) continue;
         const started = Date.now();
         try {
