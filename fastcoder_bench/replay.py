@@ -14,7 +14,10 @@ simulated clock:
   typing (debounce). The benchmark waits for each answer (real time) before typing on.
 * when the file is opened the editor places the cursor at the body and, as our clients
   do once the cursor stops moving, sends ``fastcoder/cursor`` there; the user looks at
-  the file for ``--first-pause`` (1 s, real time) before the first request.
+  the file for ``--first-pause`` (1 s, real time) before the first request. With
+  ``--open-at-top S`` the file opens with the cursor at its top (a rest there), and the
+  cursor jumps to the body S seconds later: the first request follows a jump inside an
+  open document.
 
 Methods run side by side: for every file, every method gets a fresh server and the
 same keystroke script (the order of methods rotates from file to file). Reported per
@@ -506,6 +509,11 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
             text_document=types.TextDocumentItem(uri=uri, language_id="python", version=version, text=buffer)
         )
     )
+    if args.open_at_top:
+        # the editor opens the file at its top and the user reads there, then jumps to the
+        # function: the first request below comes after a jump inside an open document
+        client.protocol.notify("fastcoder/cursor", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}})
+        await asyncio.sleep(args.open_at_top)
     # the editor places the cursor; our clients say where it rests (fastcoder/cursor)
     line, col = utf16_pos(buffer, cursor)
     client.protocol.notify("fastcoder/cursor", {"textDocument": {"uri": uri}, "position": {"line": line, "character": col}})
@@ -1049,6 +1057,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-keys", type=int, default=0, help="type only this many keystrokes per file")
     ap.add_argument("--first-pause", type=float, default=1.0,
                     help="seconds (real time) the user looks at the opened file before typing")
+    ap.add_argument("--open-at-top", type=float, default=0.0, metavar="SECONDS",
+                    help="the editor opens each file with the cursor at its top for SECONDS (real time), then jumps "
+                         "to the function: the first request is then one after a jump inside an open document (default 0: "
+                         "opened at the function)")  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ready-timeout", type=float, default=900)
     ap.add_argument("--json", type=Path, help="also write the summaries and every sample here")
