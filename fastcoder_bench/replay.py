@@ -665,7 +665,12 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     later = [s for r in runs for s in r["samples"][1:]]
     samples = [s for r in runs for s in r["samples"]]
     shown = [s for s in samples if s.text.strip()]
-    model = [s for s in later if s.model_ran and not s.early]
+    model = [s for s in later if s.model_ran and not s.early]  # ran to the end before answering
+    # every later request that ran the model, answered with its first lines (early) or whole:
+    # when the user saw it. The figure to compare methods by: a slower method answers more
+    # requests early (its block is not done by earlyAnswerMs), so "complete" alone keeps
+    # only a slower method's quick requests
+    answered = [s for s in later if s.model_ran]
     gens = sum(r["stats"]["total"].get("generations", 0) for r in runs)
     new_tokens = sum(r["stats"]["total"].get("newTokens", 0) for r in runs)
     forwards = sum(r["stats"]["total"].get("forwardSteps", 0) for r in runs)
@@ -703,7 +708,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         },
         "first": _lat(firsts),
         "later": _lat(later),
-        "model_run": _lat(model),
+        "model_answer": _lat(answered),  # the model ran: time to the answer shown, early or whole
+        "model_run": _lat(model),  # the model ran to the end before answering (early answers left out)
         "prefill_tokens": {  # tokens prefilled per model-run request (the rest came from the KV cache)
             "median": pct(prefill_tokens, 0.5),
             "p95": pct(prefill_tokens, 0.95),
@@ -865,17 +871,56 @@ RED = "\033[31m"
 RESET = "\033[0m"
 
 
-def slower_than_ar(summaries: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """run key -> its model-run p50 / the same layout's AR's, for the runs slower than AR."""
+def paired_vs_ar(per_file: list[dict[str, list[Sample]]]) -> dict[str, dict[str, Any]]:
+    """Per run key, against the same layout's AR on the *same requests*: the later requests
+    (not a file's first) for which both ran the model, with the time to the answer each
+    showed (early or whole). ``p50_ms`` / ``ar_p50_ms`` over those pairs, their ratio, and
+    the median of the per-request ratios."""
+    pairs: dict[str, list[tuple[float, float]]] = {}
+    for by_key in per_file:
+        for key, samples in by_key.items():
+            ar = ar_key(key)
+            if key == ar or ar not in by_key:
+                continue
+            got = pairs.setdefault(key, [])
+            for a, b in _align([by_key[ar], samples]):
+                if a.index > 0 and b.index > 0 and a.model_ran and b.model_ran:
+                    got.append((a.seconds, b.seconds))
+    out: dict[str, dict[str, Any]] = {}
+    for key, got in pairs.items():
+        ar50 = pct([a for a, _ in got], 0.5)
+        p50 = pct([b for _, b in got], 0.5)
+        out[key] = {
+            "n": len(got),
+            "ar_p50_ms": None if ar50 is None else 1000 * ar50,
+            "p50_ms": None if p50 is None else 1000 * p50,
+            "ratio": (p50 / ar50) if (p50 and ar50) else None,
+            "median_ratio": pct([b / a for a, b in got if a > 0], 0.5),
+        }
+    return out
+
+
+def vs_ar(summaries: dict[str, dict[str, Any]], paired: dict[str, dict[str, Any]] | None = None) -> dict[str, float]:
+    """run key -> its model-run p50 / the same layout's AR's: over the same requests where
+    ``paired`` has them, else the two runs' own p50s (``model_answer``)."""
     out = {}
     for m, s in summaries.items():
         if split_key(m)[0] == "ar":
             continue
-        ar = summaries.get(ar_key(m), {}).get("model_run", {}).get("p50_ms")
-        p = s["model_run"]["p50_ms"]
-        if ar and p and p > ar:
+        pair = (paired or {}).get(m) or {}
+        if pair.get("ratio"):
+            out[m] = pair["ratio"]
+            continue
+        ar = summaries.get(ar_key(m), {}).get("model_answer", {}).get("p50_ms")
+        p = s["model_answer"]["p50_ms"]
+        if ar and p:
             out[m] = p / ar
     return out
+
+
+def slower_than_ar(summaries: dict[str, dict[str, Any]], paired: dict[str, dict[str, Any]] | None = None) -> dict[str, float]:
+    """run key -> its model-run p50 / the same layout's AR's (:func:`vs_ar`), for the runs slower than AR."""
+    return {m: r for m, r in vs_ar(summaries, paired).items() if r > 1}
 
 
 def compare_layouts(summaries: dict[str, dict[str, Any]], methods: list[str], layouts: list[str]) -> dict[str, Any]:
@@ -890,7 +935,7 @@ def compare_layouts(summaries: dict[str, dict[str, Any]], methods: list[str], la
             other = summaries.get(run_key(m, lay, layouts))
             if other is None:
                 continue
-            p0, p1 = base["model_run"]["p50_ms"], other["model_run"]["p50_ms"]
+            p0, p1 = base["model_answer"]["p50_ms"], other["model_answer"]["p50_ms"]
             out.setdefault(m, {})[lay] = {
                 "model_run_p50_ratio": (p0 / p1) if (p0 and p1) else None,  # first layout / this one
                 "model_run_p50_ms": [p0, p1],
@@ -915,10 +960,14 @@ def print_layouts(cmp: dict[str, Any], layouts: list[str]) -> list[str]:
     return lines
 
 
-def print_table(summaries: dict[str, dict[str, Any]], same: dict[str, Any], color: bool, accept: bool = False) -> str:
+def print_table(summaries: dict[str, dict[str, Any]], same: dict[str, Any], color: bool, accept: bool = False,
+                paired: dict[str, dict[str, Any]] | None = None) -> str:
     """Print the side-by-side table (one row per run key: METHOD or METHOD@LAYOUT);
-    return it as markdown (with the red flags)."""
-    slow = slower_than_ar(summaries)
+    return it as markdown (with the red flags). Model-run figures: later requests that
+    ran the model, timed to the answer shown (early or whole); "vs AR": on the same
+    requests (``paired``), else the runs' own p50s; "complete" leaves early answers out."""
+    ratios = vs_ar(summaries, paired)
+    slow = {m: r for m, r in ratios.items() if r > 1}
 
     def f(x: float | None, fmt: str = ".0f") -> str:
         return "–" if x is None else format(x, fmt)
@@ -926,20 +975,21 @@ def print_table(summaries: dict[str, dict[str, Any]], same: dict[str, Any], colo
     def share(v: float | None) -> str:
         return "–" if v is None else f"{100 * v:.0f}%"
 
-    head = ["method", "model-run p50 ms", "p95 ms", "p50 vs AR", "first request ms", "accepted length",
+    head = ["method", "model-run p50 ms", "p95 ms", "p50 vs AR (same requests)", "complete runs p50 ms", "first request ms", "accepted length",
             "same text as AR (diverging)", "debounce / prefill / decode / post ms", "prefill tok (median)", "typed-through",
             "match next (whole / 1st line)"]  # fmt: skip
     if accept:
         head += ["after-accept p50 ms", "ready", "accepted (n / chars)"]
     rows = []
     for m, s in summaries.items():
-        p50 = s["model_run"]["p50_ms"]
-        ar = summaries.get(ar_key(m), {}).get("model_run", {}).get("p50_ms")
-        ratio = (p50 / ar) if (ar and p50) else None
+        p50 = s["model_answer"]["p50_ms"]
+        ratio = ratios.get(m)
+        pair = (paired or {}).get(m) or {}
         ts = s["time_split_ms"]
         is_ar = split_key(m)[0] == "ar"
+        shown_ratio = "–" if ratio is None else f"{ratio:.2f}×" + (f" ({pair['n']})" if pair.get("ratio") else "")
         row = [
-            m, f(p50), f(s["model_run"]["p95_ms"]), "–" if ratio is None else f"{ratio:.2f}×", f(s["first"]["p50_ms"]),
+            m, f(p50), f(s["model_answer"]["p95_ms"]), shown_ratio, f(s["model_run"]["p50_ms"]), f(s["first"]["p50_ms"]),
             f(s["mean_accept_length"], ".2f"),
             "100%" if is_ar else f"{share(same['vs_ar'].get(m))} ({share(same.get('diverging_from_ar', {}).get(m))})",
             f"{f(ts['debounce'])} / {f(ts['prefill'])} / {f(ts['decode'])} / {f(ts['post_and_protocol'])}",
@@ -971,7 +1021,8 @@ def print_table(summaries: dict[str, dict[str, Any]], same: dict[str, Any], colo
         print(f"  layout {lay}: {share(v['all_methods'])} of {v['requests']} requests")
     for m, r in slow.items():
         ar = "AR" if ar_key(m) == "ar" else ar_key(m)  # the same layout's AR
-        msg = f"{m}: model-run p50 is {r:.2f}x {ar}'s in this run: slower than AR"
+        same_requests = " on the same requests" if (paired or {}).get(m, {}).get("ratio") else ""
+        msg = f"{m}: model-run p50 is {r:.2f}x {ar}'s in this run{same_requests}: slower than AR"
         print(RED + msg + RESET if color else msg)
     return "\n".join(md)
 
@@ -994,7 +1045,8 @@ def print_summary(name: str, s: dict[str, Any]) -> None:
     print(row("every request", a) + f"   max {num(a['max_ms']):>6} ms")
     print(row("first request (per file)", s["first"]))
     print(row("later requests", s["later"]))
-    print(row("  that ran the model", s["model_run"]))
+    print(row("  that ran the model", s["model_answer"]))
+    print(row("    ran to the end first", s["model_run"]))
     print(row("  typed-through (no model)", s["later_typed_through"]))
     print(row("  answered early (block)", s["later_early"]))
     print(row("  one-line, model ran", s["later_one_line_model"]))
@@ -1140,7 +1192,7 @@ def _run(args: argparse.Namespace, rec: Any = None) -> dict:
                 run = asyncio.run(replay(run_args, task, ws))
             runs[key].append(run)
             by_key[key] = run["samples"]
-            model = [s for s in run["samples"][1:] if s.model_ran and not s.early]
+            model = [s for s in run["samples"][1:] if s.model_ran]
             p50 = pct([s.seconds for s in model], 0.5)
             acc = [s for s in run["samples"] if s.accepted]
             print(f"  {key:<14} {len(run['samples'])} requests, model ran {len(model)}, model-run p50 {ms(p50)} ms, "
@@ -1158,7 +1210,8 @@ def _run(args: argparse.Namespace, rec: Any = None) -> dict:
     for k in keys:
         print_summary(k, summaries[k])
     print()
-    table = print_table(summaries, same, color=sys.stdout.isatty(), accept=args.accept)
+    paired = paired_vs_ar(per_file)
+    table = print_table(summaries, same, color=sys.stdout.isatty(), accept=args.accept, paired=paired)
     layout_cmp = compare_layouts(summaries, methods, layouts)
     layout_lines = print_layouts(layout_cmp, layouts)
     print(f"load average after: {load_average()}")
@@ -1169,7 +1222,8 @@ def _run(args: argparse.Namespace, rec: Any = None) -> dict:
         "layouts": {"names": layouts, "first": layouts[0], "compare": layout_cmp},
         "methods": summaries,
         "identical": same,
-        "slower_than_ar": slower_than_ar(summaries),
+        "paired_vs_ar": paired,
+        "slower_than_ar": slower_than_ar(summaries, paired),
         "samples": {k: [[asdict(s) for s in r["samples"]] for r in runs[k]] for k in keys},
     }
     if args.json:

@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 from fastcoder_bench.replay import (
-    Sample, identical_shares, keystrokes, neighbours, print_table, slower_than_ar, summarize, task_from_span,
+    Sample, identical_shares, keystrokes, neighbours, paired_vs_ar, print_table, slower_than_ar, summarize, task_from_span,
 )  # fmt: skip
 
 
@@ -51,6 +51,31 @@ def test_summary_time_split_and_red_flag(capsys):
     # a faster method is not flagged
     s["fastcoder"] = summarize([run([5.0, 0.2, 0.2, 0.2], ["a"] * 4)])
     assert slower_than_ar(s) == {} and "\\color{red}" not in print_table(s, same, color=False)
+
+
+def test_early_answers_count_in_the_model_run_figures_and_methods_compare_on_the_same_requests(capsys):
+    """A slower method answers more requests early (its block is not done by earlyAnswerMs):
+    leaving early answers out kept only AR's quick request and flagged the faster method
+    as 3x slower (seen in a real replay). The model-run figures time every request that
+    ran the model to the answer shown, and AR is compared on the same requests."""
+    ar = run([5.0, 0.45, 0.45, 0.10, 0.002], ["a", "b", "c", "d", "e"])
+    fc = run([5.0, 0.30, 0.32, 0.10, 0.002], ["a", "bb", "cc", "d", "e"])
+    for i in (1, 2):  # AR showed the first lines while its block went on; FastCoder finished
+        ar["samples"][i] = dataclasses.replace(ar["samples"][i], early=True)
+    for r in (ar, fc):  # the last request was typed through: no model run
+        r["samples"][4] = dataclasses.replace(r["samples"][4], model_ran=False, typed_through=True)
+    s = {"ar": summarize([ar]), "fastcoder": summarize([fc])}
+    assert s["ar"]["model_run"]["n"] == 1 and s["fastcoder"]["model_run"]["n"] == 3  # the biased view
+    assert s["ar"]["model_answer"]["n"] == 3 and round(s["ar"]["model_answer"]["p50_ms"]) == 450
+    assert round(s["fastcoder"]["model_answer"]["p50_ms"]) == 300
+    paired = paired_vs_ar([{"ar": ar["samples"], "fastcoder": fc["samples"]}])
+    pair = paired["fastcoder"]
+    assert pair["n"] == 3 and round(pair["ar_p50_ms"]) == 450 and round(pair["p50_ms"]) == 300
+    assert round(pair["ratio"], 3) == round(300 / 450, 3) and round(pair["median_ratio"], 3) == round(0.32 / 0.45, 3)
+    assert slower_than_ar(s, paired) == {}
+    md = print_table(s, identical_shares([{"ar": ar["samples"], "fastcoder": fc["samples"]}]), color=False, paired=paired)
+    assert "SLOWER THAN AR" not in capsys.readouterr().out and "\\color{red}" not in md
+    assert "| fastcoder | 300 | " in md and "0.67× (3)" in md
 
 
 def test_task_from_a_suite_span_types_the_body_after_the_docstring(tmp_path: Path):
