@@ -761,6 +761,7 @@ NO_WARM = "nowarm"  # warmAtCursor off: the server ignores where the cursor rest
 PACKED, PLAIN = "packed", "plain"  # the CPU matmul path: packWeights on / off
 NO_LINE_PRUNE = "noprune"  # drafts below a line end verified even in single-line mode (an ablation)
 WINDOW = "window"  # windowN: maxPromptTokens N (the prompt window; windowN+context for both)
+EARLY = "early"  # earlyN: earlyAnswerMs N (block mode: answer with the whole lines so far after N ms)
 NO_MERGE = "nomerge"  # the prompt's uncached tail prefilled before the first step, not in it (an ablation)
 
 
@@ -770,7 +771,7 @@ def layout_options(layout: str) -> dict[str, Any]:
     context on / off), ``middle`` (on, ``contextPlacement`` before-middle), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
     (``engine.pruneAtLineEnd`` off), ``nomerge`` (``engine.mergePromptTail`` 0), ``nowarm``
     (``warmAtCursor`` off: the cursor notification is ignored), ``windowN``
-    (``maxPromptTokens`` N, e.g. ``window1024``), or a combination joined by ``+``
+    (``maxPromptTokens`` N, e.g. ``window1024``), ``earlyN`` (``earlyAnswerMs`` N), or a combination joined by ``+``
     (``psm+nocontext``)."""
     options: dict[str, Any] = {}
     for part in layout.split("+"):
@@ -788,6 +789,8 @@ def layout_options(layout: str) -> dict[str, Any]:
             options["warmAtCursor"] = False
         elif part.startswith(WINDOW) and part[len(WINDOW):].isdigit():
             options["maxPromptTokens"] = int(part[len(WINDOW):])
+        elif part.startswith(EARLY) and part[len(EARLY):].isdigit():
+            options["earlyAnswerMs"] = int(part[len(EARLY):])
         elif part != DEFAULT_LAYOUT:
             options["promptLayout"] = part
     return options
