@@ -87,6 +87,7 @@ average is printed with them.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import ast
 import asyncio
 import json
@@ -1078,8 +1079,40 @@ def load_average() -> str:
         return "?"
 
 
+def rescore(path: Path) -> dict[str, Any]:
+    """The model-run figures of a replay already run, from the samples its report (or
+    ``--json`` file) kept: per run key the answer p50 / p95 (every later request that ran
+    the model, early answers included), the complete-runs p50 (early answers left out, as
+    reports before 2026-11-25 gave it) and the first request's p50; and each key against
+    its layout's AR on the same requests (:func:`paired_vs_ar`). Prints them; returns them."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data = data.get("results", data)
+    fields = {f.name for f in dataclasses.fields(Sample)}
+    runs = {k: [[Sample(**{a: b for a, b in x.items() if a in fields}) for x in f if "index" in x] for f in v]
+            for k, v in data["samples"].items()}  # fmt: skip
+    n = min((len(v) for v in runs.values()), default=0)
+    per_file = [{k: runs[k][i] for k in runs} for i in range(n)]
+    out: dict[str, Any] = {"methods": {}, "paired_vs_ar": paired_vs_ar(per_file)}
+    for k, files in runs.items():
+        later = [x for f in files for x in f[1:]]
+        out["methods"][k] = {"model_answer": _lat([x for x in later if x.model_ran]),
+                             "model_run": _lat([x for x in later if x.model_ran and not x.early]),
+                             "first": _lat([f[0] for f in files if f])}  # fmt: skip
+    for k, v in out["methods"].items():
+        a, c, f = v["model_answer"], v["model_run"], v["first"]
+        pair = out["paired_vs_ar"].get(k)
+        vs = f"; vs AR on the same {pair['n']} requests {pair['ratio']:.2f}x" if pair and pair.get("ratio") else ""
+        print(f"{k:<20} model ran: n={a['n']} p50 {ms(None if a['p50_ms'] is None else a['p50_ms'] / 1000)} ms "
+              f"p95 {ms(None if a['p95_ms'] is None else a['p95_ms'] / 1000)} ms{vs}; complete runs only: n={c['n']} "
+              f"p50 {ms(None if c['p50_ms'] is None else c['p50_ms'] / 1000)} ms; first request p50 "
+              f"{ms(None if f['p50_ms'] is None else f['p50_ms'] / 1000)} ms")  # fmt: skip
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="fastcoder bench replay", description=__doc__.splitlines()[0])
+    ap.add_argument("--rescore", type=Path, metavar="REPORT_JSON",
+                    help="run nothing: the model-run figures of an earlier run, from its report.json's samples")
     ap.add_argument("--files", type=int, default=4, help="files (functions) of the repo suite's projects to type (default 4)")
     ap.add_argument("--file", type=Path, help="type one function of this Python file instead")
     ap.add_argument("--function", help="with --file: the function whose body is typed")
@@ -1122,6 +1155,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true", help="print every request")
     ap.add_argument("--out", type=Path, default=None, metavar="DIR", help="write DIR/report.json and DIR/report.md")
     args = ap.parse_args(argv)
+    if args.rescore:
+        rescore(args.rescore)
+        return 0
     import logging
 
     logging.getLogger("pygls").setLevel(logging.WARNING)  # not every message of the client

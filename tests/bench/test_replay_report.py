@@ -78,6 +78,25 @@ def test_early_answers_count_in_the_model_run_figures_and_methods_compare_on_the
     assert "| fastcoder | 300 | " in md and "0.67× (3)" in md
 
 
+def test_rescore_reads_an_earlier_report(tmp_path: Path, capsys):
+    """`fastcoder bench replay --rescore report.json`: the model-run figures of a run
+    already made, from the samples its report kept (early answers included)."""
+    import json
+
+    from fastcoder_bench.replay import main
+
+    ar = run([5.0, 0.45, 0.10], ["a", "b", "c"])
+    fc = run([4.0, 0.30, 0.10], ["a", "bb", "c"])
+    ar["samples"][1] = dataclasses.replace(ar["samples"][1], early=True)
+    samples = {k: [[dataclasses.asdict(x) for x in r["samples"]]] for k, r in (("ar", ar), ("fastcoder", fc))}
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps({"kind": "replay", "results": {"samples": samples}}))
+    assert main(["--rescore", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "ar                   model ran: n=2 p50" in out and "complete runs only: n=1" in out
+    assert "vs AR on the same 2 requests 0.73x" in out  # p50 of (0.30, 0.10) / p50 of (0.45, 0.10)
+
+
 def test_task_from_a_suite_span_types_the_body_after_the_docstring(tmp_path: Path):
     from fastcoder_bench.suite.tasks import FunctionSpan
 
