@@ -190,6 +190,7 @@ class ModelHost:
         out: dict[str, Any] = {"state": self.state, "message": self.message}
         busy = self.busy
         out["busy"] = None if busy is None else {"task": busy[0], "seconds": time.monotonic() - busy[1]}
+        out["queued"] = self.waiting()  # jobs waiting for the model thread
         if self.loaded is not None:
             out.update(
                 name=self.loaded.name,

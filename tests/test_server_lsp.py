@@ -660,11 +660,12 @@ def cursor_rests(client: LanguageClient, uri: str, pos: types.Position) -> None:
 
 
 async def wait_outcome(client: LanguageClient, name: str, count: int, timeout: float = 60) -> dict[str, Any]:
-    """Stats once outcome ``name`` has reached ``count`` and the model thread is idle."""
+    """Stats once outcome ``name`` has reached ``count`` and the model thread is idle
+    (nothing running, nothing queued)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         info = await stats(client)
-        if info["outcomes"].get(name, 0) >= count and info["model"]["busy"] is None:
+        if info["outcomes"].get(name, 0) >= count and info["model"]["busy"] is None and not info["model"].get("queued"):
             return info
         await asyncio.sleep(0.05)
     raise AssertionError(f"outcome {name} not at {count} after {timeout} s: {info['outcomes']}")
@@ -682,7 +683,9 @@ async def test_resting_cursor_gets_its_suggestion_prepared(client: LanguageClien
     open_doc(client, uri, text)
     await configure(client, warmAtCursor=True, maxPromptTokens=160, maxNewTokens=6)
     try:
-        start = await stats(client)
+        # counters once the earlier tests' background jobs are done (an after-accept
+        # prefetch still running on a loaded machine would count as this test's)
+        start = await wait_outcome(client, "prefetched", 0)
         warmed = start["outcomes"].get("warm_at_cursor", 0)
         away = _end_of(text, "def helper_3(value):")
         pos = _end_of(text, "    return value * 30")
@@ -692,6 +695,7 @@ async def test_resting_cursor_gets_its_suggestion_prepared(client: LanguageClien
             client.protocol.notify("fastcoder/cursor", bad)
         cursor_rests(client, uri, away)  # moves on at once: not warmed there
         cursor_rests(client, uri, pos)
+        await wait_outcome(client, "warm_at_cursor", warmed + 1)
         info = await wait_outcome(client, "prefetched", start["outcomes"].get("prefetched", 0) + 1)
         assert info["outcomes"].get("warm_at_cursor", 0) == warmed + 1, info["outcomes"]
         generations = info["total"]["generations"]
