@@ -64,6 +64,8 @@ our check, while an additive float mask reproduced the plain causal call exactly
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import math
 import threading
@@ -104,6 +106,22 @@ PREFILL_CHUNK_CUDA = 512
 chunk boundary (on a 2-vCPU AMD EPYC in bf16, 116-130 tokens of Qwen2.5-Coder-0.5B
 took 0.5-0.6 s in the typing replay), and the chunks already done stay in the
 session's cache for the next prompt."""
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_kwarg_of(cls: type) -> str:
+    try:
+        params = inspect.signature(cls.forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def cache_kwarg(module: torch.nn.Module) -> str:
+    """The keyword a transformers model's forward takes its KV cache by: ``cache`` from
+    transformers 5.2x on (``past_key_values`` still works there with a FutureWarning per
+    call, and goes in 5.40), ``past_key_values`` before."""
+    return _cache_kwarg_of(type(module))
 
 
 def kv_bytes_per_token(config, dtype: torch.dtype) -> int:
@@ -547,8 +565,8 @@ class Verifier:
         out = model(
             input_ids=torch.tensor([ids[start:end] + [0] * pad], dtype=torch.long, device=self.device),
             position_ids=slots.unsqueeze(0),
-            past_key_values=cache,
             use_cache=True,
+            **{cache_kwarg(model): cache},
             **kwargs,
         )
         if not last:
@@ -601,7 +619,7 @@ class Verifier:
         cache.view_len = width
         if b == 1 and not fixed:  # AR, eager: the root sees everything, no mask needed
             cache.length = width - 1
-            out = self.model(input_ids=ids.view(1, 1), position_ids=pos.view(1, 1), past_key_values=cache, use_cache=True)
+            out = self.model(input_ids=ids.view(1, 1), position_ids=pos.view(1, 1), use_cache=True, **{cache_kwarg(self.model): cache})
             logits = out.logits[0]
             return logits, self._greedy(logits)
         col = torch.arange(width, device=self.device)
@@ -614,8 +632,8 @@ class Verifier:
             input_ids=ids.view(1, b),
             position_ids=pos.view(1, b),
             attention_mask=mask.view(1, 1, b, width),
-            past_key_values=cache,
             use_cache=True,
+            **{cache_kwarg(self.model): cache},
         )
         logits = out.logits[0]
         return logits, self._greedy(logits)
