@@ -101,7 +101,7 @@ import time
 from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from fastcoder_bench.output import recording
 
@@ -880,10 +880,16 @@ def paired_vs_ar(per_file: list[dict[str, list[Sample]]]) -> dict[str, dict[str,
     (not a file's first) for which both ran the model, with the time to the answer each
     showed (early or whole). ``p50_ms`` / ``ar_p50_ms`` over those pairs, their ratio, and
     the median of the per-request ratios."""
+    return paired_runs(per_file, ar_key)
+
+
+def paired_runs(per_file: list[dict[str, list[Sample]]], base_of: Callable[[str], str]) -> dict[str, dict[str, Any]]:
+    """:func:`paired_vs_ar` against any base run: ``base_of(key)`` names the run each key
+    is compared with (``ar_p50_ms`` is the base's p50 over the pairs)."""
     pairs: dict[str, list[tuple[float, float]]] = {}
     for by_key in per_file:
         for key, samples in by_key.items():
-            ar = ar_key(key)
+            ar = base_of(key)
             if key == ar or ar not in by_key:
                 continue
             got = pairs.setdefault(key, [])
@@ -927,9 +933,12 @@ def slower_than_ar(summaries: dict[str, dict[str, Any]], paired: dict[str, dict[
     return {m: r for m, r in vs_ar(summaries, paired).items() if r > 1}
 
 
-def compare_layouts(summaries: dict[str, dict[str, Any]], methods: list[str], layouts: list[str]) -> dict[str, Any]:
+def compare_layouts(summaries: dict[str, dict[str, Any]], methods: list[str], layouts: list[str],
+                    per_file: list[dict[str, list[Sample]]] | None = None) -> dict[str, Any]:
     """Per method, the first layout against each other one: model-run p50 ratio
-    (first / other) and the median prefilled tokens of both."""
+    (first / other), the same on the requests where both ran the model (``same_requests``,
+    from ``per_file``), and the median prefilled tokens of both."""
+    same = paired_runs(per_file, lambda k: run_key(split_key(k)[0], layouts[0], layouts)) if per_file else {}
     out: dict[str, Any] = {}
     for m in methods:
         base = summaries.get(run_key(m, layouts[0], layouts))
@@ -945,6 +954,9 @@ def compare_layouts(summaries: dict[str, dict[str, Any]], methods: list[str], la
                 "model_run_p50_ms": [p0, p1],
                 "prefill_tokens_median": [base["prefill_tokens"]["median"], other["prefill_tokens"]["median"]],
             }
+            pair = same.get(run_key(m, lay, layouts))
+            if pair and pair.get("ratio"):
+                out[m][lay]["same_requests"] = {"n": pair["n"], "ratio": 1 / pair["ratio"]}  # first / this one
     return out
 
 
@@ -957,8 +969,10 @@ def print_layouts(cmp: dict[str, Any], layouts: list[str]) -> list[str]:
         for lay, c in per.items():
             (p0, p1), (t0, t1) = c["model_run_p50_ms"], c["prefill_tokens_median"]
             r = c["model_run_p50_ratio"]
+            pair = c.get("same_requests")
+            same = f"; {pair['ratio']:.2f}x on the same {pair['n']} requests" if pair else ""
             lines.append(f"{m}: {layouts[0]}/{lay} model-run p50 {'–' if r is None else f'{r:.2f}x'} "
-                         f"({f(p0)} vs {f(p1)} ms), prefill tokens median {f(t0)} vs {f(t1)}")  # fmt: skip
+                         f"({f(p0)} vs {f(p1)} ms){same}, prefill tokens median {f(t0)} vs {f(t1)}")  # fmt: skip
     for line in lines:
         print(line)
     return lines
@@ -1251,7 +1265,7 @@ def _run(args: argparse.Namespace, rec: Any = None) -> dict:
     print()
     paired = paired_vs_ar(per_file)
     table = print_table(summaries, same, color=sys.stdout.isatty(), accept=args.accept, paired=paired)
-    layout_cmp = compare_layouts(summaries, methods, layouts)
+    layout_cmp = compare_layouts(summaries, methods, layouts, per_file)
     layout_lines = print_layouts(layout_cmp, layouts)
     print(f"load average after: {load_average()}")
     if rec is not None:

@@ -170,6 +170,15 @@ def test_layouts_compare_within_their_own_layout(capsys):
     assert cmp["ar"]["psm"]["prefill_tokens_median"] == [100.0, 4.0]
     lines = print_layouts(cmp, ["default", "psm"])
     assert lines[1] == "fastcoder: default/psm model-run p50 1.50x (300 vs 200 ms), prefill tokens median 120 vs 6"
+    # the same comparison on the requests where both layouts ran the model
+    per_file = [{k: v[0]["samples"] for k, v in runs.items()}]
+    paired = compare_layouts(s, ["ar", "fastcoder"], ["default", "psm"], per_file)
+    pair = paired["fastcoder"]["psm"]["same_requests"]
+    assert pair["n"] == 3 and round(pair["ratio"], 6) == 1.5
+    assert round(paired["ar"]["psm"]["same_requests"]["ratio"], 6) == 5.0
+    assert print_layouts(paired, ["default", "psm"])[1] == (
+        "fastcoder: default/psm model-run p50 1.50x (300 vs 200 ms); 1.50x on the same 3 requests, "
+        "prefill tokens median 120 vs 6")  # fmt: skip
 
 
 def test_summary_every_request_after_accept_and_accepts():
