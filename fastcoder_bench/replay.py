@@ -456,20 +456,21 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
     def _show(params: Any) -> None:
         print(f"server: {params.message}", file=sys.stderr)
 
-    cmd = [sys.executable, "-m", "fastcoder_cli", "serve", "--model", args.model, "--dtype", args.dtype,
+    layout = layout_options(getattr(args, "layout", DEFAULT_LAYOUT))
+    model = layout.get("model", args.model)
+    cmd = [sys.executable, "-m", "fastcoder_cli", "serve", "--model", model, "--dtype", args.dtype,
            "--device", args.device, "--method", args.method]  # fmt: skip
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
     t_start = time.perf_counter()
     await client.start_io(*cmd, env=env)
     options = {
-        "model": args.model, "dtype": args.dtype, "device": args.device, "method": args.method,
+        "model": model, "dtype": args.dtype, "device": args.device, "method": args.method,
         "maxNewTokens": args.max_new_tokens, "timeBudgetMs": args.time_budget_ms,
         "reuseSuggestions": not args.no_reuse, "commonIndex": not args.no_common,
         "maxPromptTokens": args.max_prompt_tokens,
     }  # fmt: skip
     if args.engine:
         options["engine"] = json.loads(args.engine)
-    layout = layout_options(getattr(args, "layout", DEFAULT_LAYOUT))
     if "engine" in layout:  # --engine and the layout's, merged
         layout["engine"] = {**options.get("engine", {}), **layout["engine"]}
     options.update(layout)
@@ -764,6 +765,7 @@ NO_LINE_PRUNE = "noprune"  # drafts below a line end verified even in single-lin
 WINDOW = "window"  # windowN: maxPromptTokens N (the prompt window; windowN+context for both)
 EARLY = "early"  # earlyN: earlyAnswerMs N (block mode: answer with the whole lines so far after N ms)
 NO_MERGE = "nomerge"  # the prompt's uncached tail prefilled before the first step, not in it (an ablation)
+MODEL = "model="  # model=NAME: the server runs this builtin model instead of --model (models side by side)
 
 
 def layout_options(layout: str) -> dict[str, Any]:
@@ -772,8 +774,8 @@ def layout_options(layout: str) -> dict[str, Any]:
     context on / off), ``middle`` (on, ``contextPlacement`` before-middle), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
     (``engine.pruneAtLineEnd`` off), ``nomerge`` (``engine.mergePromptTail`` 0), ``nowarm``
     (``warmAtCursor`` off: the cursor notification is ignored), ``windowN``
-    (``maxPromptTokens`` N, e.g. ``window1024``), ``earlyN`` (``earlyAnswerMs`` N), or a combination joined by ``+``
-    (``psm+nocontext``)."""
+    (``maxPromptTokens`` N, e.g. ``window1024``), ``earlyN`` (``earlyAnswerMs`` N), ``model=NAME`` (the server
+    runs model NAME instead of ``--model``), or a combination joined by ``+`` (``psm+nocontext``)."""
     options: dict[str, Any] = {}
     for part in layout.split("+"):
         if part in (NO_CONTEXT, CONTEXT):
@@ -792,6 +794,8 @@ def layout_options(layout: str) -> dict[str, Any]:
             options["maxPromptTokens"] = int(part[len(WINDOW):])
         elif part.startswith(EARLY) and part[len(EARLY):].isdigit():
             options["earlyAnswerMs"] = int(part[len(EARLY):])
+        elif part.startswith(MODEL) and part[len(MODEL):]:
+            options["model"] = part[len(MODEL):]
         elif part != DEFAULT_LAYOUT:
             options["promptLayout"] = part
     return options

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -183,14 +184,20 @@ def test_a_short_run_through_the_real_server(tiny_model_dir, tiny_project, tmp_p
     from fastcoder_bench.quality import main
 
     out = tmp_path / "out"
-    rc = main(["--root", str(tiny_project), "--tasks", "2", "--variants", "no-context,context",
+    twin = tmp_path / "twin-model"  # the same weights under another name: a second server, NAME@MODEL
+    shutil.copytree(tiny_model_dir, twin)
+    other = f"no-context@{twin}"
+    rc = main(["--root", str(tiny_project), "--tasks", "2", "--variants", f"no-context,context,{other}",
                "--model", str(tiny_model_dir), "--dtype", "float32", "--device", "cpu",
                "--server-options", json.dumps({"commonIndex": False, "maxNewTokens": 8}), "--out", str(out)])  # fmt: skip
     assert rc == 0
     report = json.loads((out / "report.json").read_text())
     assert report["kind"] == "quality"
     res = report["results"]
-    assert set(res["variants"]) == {"no-context", "context"}
+    assert set(res["variants"]) == {"no-context", "context", other}
+    assert set(res["models"]) == {str(tiny_model_dir), str(twin)}
+    assert res["variant_settings"][other] == {"crossFileContext": False, "model": str(twin)}
+    assert sorted(s["model"] for s in res["servers"]) == sorted([str(tiny_model_dir), str(twin)])
     for v in res["variants"].values():
         assert v["n"] == 2
         for key in ("exact_match", "edit_similarity", "identifier_match", "prompt_tokens_mean", "latency_ms_p50",
@@ -206,6 +213,13 @@ def test_a_short_run_through_the_real_server(tiny_model_dir, tiny_project, tmp_p
     assert len(lines) == 2
     for line in lines:
         row = json.loads(line)
-        assert set(row["variants"]) == {"no-context", "context"}
+        assert set(row["variants"]) == {"no-context", "context", other}
         assert "suggestion" in row["variants"]["context"] and "prediction" in row["variants"]["context"]
+        # each server answered its own variants (by the model the answering server reports)
+        assert row["variants"]["no-context"]["model"] == row["variants"]["context"]["model"] == str(tiny_model_dir)
+        assert row["variants"][other]["model"] == str(twin)
+        # the twin has the same weights in fp32 and the same settings: the same suggestion
+        assert row["variants"][other]["suggestion"] == row["variants"]["no-context"]["suggestion"]
+        assert row["variants"][other]["new_tokens"] == row["variants"]["no-context"]["new_tokens"] > 0
     assert "Traceback" not in (out / "server-proj.log").read_text()
+    assert "Traceback" not in (out / "server-proj-twin-model.log").read_text()

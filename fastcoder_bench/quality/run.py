@@ -1,7 +1,10 @@
 """Driving the real server over stdio for the quality benchmark, and its report.
 
-One ``fastcoder serve`` process per project (the project folder is the workspace root),
-one model. For each task, each variant in turn (the order rotates from task to task):
+One ``fastcoder serve`` process per project and model (the project folder is the
+workspace root). A variant is a name of :data:`VARIANTS`, or ``NAME@MODEL`` for the same
+settings on another model (``no-context@qwen2.5-coder-1.5b``: models side by side on the
+same tasks, one server each, all kept up while the project's tasks run). For each task,
+each variant in turn (the order rotates from task to task):
 ``workspace/didChangeConfiguration`` with the variant's settings, ``didOpen`` of the
 editor tabs (variants ``open`` and ``context``), ``didOpen`` of the task document (the
 real file's uri, the target removed), ``textDocument/inlineCompletion`` at the cursor
@@ -84,11 +87,12 @@ def _loadavg() -> list[float]:
 class QualityServer:
     """One ``fastcoder serve`` with a project folder as workspace root."""
 
-    def __init__(self, args: argparse.Namespace, root: Path, log_path: Path) -> None:
+    def __init__(self, args: argparse.Namespace, root: Path, log_path: Path, model: str | None = None) -> None:
         self.args = args
         self.root = root
-        self.client = StdioClient(server_command(args.model, args.dtype, args.device), log_path)
-        options = {"model": args.model, "dtype": args.dtype, "device": args.device, **SERVER_OPTIONS,
+        model = model or args.model
+        self.client = StdioClient(server_command(model, args.dtype, args.device), log_path)
+        options = {"model": model, "dtype": args.dtype, "device": args.device, **SERVER_OPTIONS,
                    **args.server_options}  # fmt: skip
         t0 = time.monotonic()
         self.client.initialize(root, options, timeout=args.ready_timeout)
@@ -114,7 +118,8 @@ class QualityServer:
         self.client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
 
     def ask(self, task: QualityTask, variant: str) -> dict[str, Any]:
-        """The suggestion of ``variant`` at ``task``'s cursor, with the model run's figures."""
+        """The suggestion of ``variant`` (a name of :data:`VARIANTS`) at ``task``'s cursor,
+        with the model run's figures."""
         self.client.notify("workspace/didChangeConfiguration", {"settings": {"fastcoder": {**self.baseline, **VARIANTS[variant]}}})
         tabs = [(self.root / rel).as_uri() for rel in task.tabs] if variant in WITH_TABS else []
         for rel, uri in zip(task.tabs, tabs):
@@ -142,7 +147,7 @@ class QualityServer:
                 text = insert if isinstance(insert, str) else insert.get("value", "")
         ran = after.get("total", {}).get("generations", 0) > before.get("total", {}).get("generations", 0)
         last = after.get("last") or {}
-        return {"suggestion": text, "error": error, "request_ms": request_ms,
+        return {"suggestion": text, "error": error, "model": (after.get("model") or {}).get("name"), "request_ms": request_ms,
                 "model_ms": last.get("totalMs") if ran else None,
                 "prompt_tokens": last.get("promptTokens", 0) if ran else 0,
                 "context_tokens": last.get("contextTokens", 0) if ran else 0,
@@ -156,6 +161,12 @@ class QualityServer:
 
 
 # ------------------------------------------------------------------------------ the run
+
+
+def split_variant(variant: str, default_model: str) -> tuple[str, str]:
+    """``NAME@MODEL`` -> (NAME, MODEL); ``NAME`` -> (NAME, the run's ``--model``)."""
+    name, _, model = variant.partition("@")
+    return name, model or default_model
 
 
 def _projects(args: argparse.Namespace) -> list[Project]:
@@ -217,28 +228,35 @@ def run(args: argparse.Namespace, rec: Any = None) -> dict[str, Any]:
     kinds: dict[str, dict[str, list[dict[str, Any]]]] = {k: {v: [] for v in variants} for k in KINDS}
     servers: list[dict[str, Any]] = []
     seconds: dict[str, float] = {v: 0.0 for v in variants}
-    model: dict[str, Any] = {}
+    split = {v: split_variant(v, args.model) for v in variants}
+    models = list(dict.fromkeys(m for _, m in split.values()))  # --model's server first when it has variants
+    model_info: dict[str, dict[str, Any]] = {}
     i = 0
     try:
         for project in projects:
             mine = [t for t in tasks if t.project == project.name and t.root == project.root]
             if not mine:
                 continue
-            server = QualityServer(args, project.root, logs / f"server-{project.name}.log")
-            model = server.model
-            servers.append({"project": project.name, "ready_s": server.ready_s, "knows": server.knows})
-            print(f"{project.name}: server ready in {server.ready_s:.1f} s ({model.get('name')} {model.get('dtype')} "
-                  f"on {model.get('device')}); {len(mine)} tasks")  # fmt: skip
-            if not all(server.knows.values()):
-                print(f"  note: the server does not know {', '.join(k for k, v in server.knows.items() if not v)}; "
-                      "the variants differ only where it does")  # fmt: skip
+            up: dict[str, QualityServer] = {}
             try:
+                for m in models:
+                    log = logs / (f"server-{project.name}.log" if m == args.model else
+                                  f"server-{project.name}-{Path(m).name}.log")  # fmt: skip
+                    server = up[m] = QualityServer(args, project.root, log, m)
+                    info = model_info.setdefault(m, server.model)
+                    servers.append({"project": project.name, "model": m, "ready_s": server.ready_s, "knows": server.knows})
+                    print(f"{project.name}: server ready in {server.ready_s:.1f} s ({info.get('name')} {info.get('dtype')} "
+                          f"on {info.get('device')}); {len(mine)} tasks")  # fmt: skip
+                    if not all(server.knows.values()):
+                        print(f"  note: the server does not know {', '.join(k for k, v in server.knows.items() if not v)}; "
+                              "the variants differ only where it does")  # fmt: skip
                 for task in mine:
                     order = variants[i % len(variants):] + variants[: i % len(variants)]
                     per: dict[str, Any] = {}
                     for v in order:
+                        name, m = split[v]
                         t0 = time.monotonic()
-                        got = server.ask(task, v)
+                        got = up[m].ask(task, name)
                         seconds[v] += time.monotonic() - t0
                         got.update(score(got["suggestion"], task.kind, task.target))
                         per[v] = got
@@ -255,7 +273,8 @@ def run(args: argparse.Namespace, rec: Any = None) -> dict[str, Any]:
                         jsonl.write(json.dumps({"task": task.to_json(), "variants": {v: per[v] for v in variants}}) + "\n")
                         jsonl.flush()
             finally:
-                server.close()
+                for server in up.values():
+                    server.close()
     finally:
         if jsonl:
             jsonl.close()
@@ -281,12 +300,13 @@ def run(args: argparse.Namespace, rec: Any = None) -> dict[str, Any]:
         "variants": results_v,
         "by_kind": by_kind,
         "ratios_vs_no_context": ratios(results_v, BASE),
-        "variant_settings": {v: VARIANTS[v] for v in variants},
+        "variant_settings": {v: {**VARIANTS[split[v][0]], "model": split[v][1]} for v in variants},
         "server_options": {**SERVER_OPTIONS, **args.server_options},
         "servers": servers,
         "tasks": [t.to_json() for t in tasks],
-        "model": model,
-        "dtype": model.get("dtype", args.dtype),
+        "model": model_info.get(args.model) or next(iter(model_info.values()), {}),
+        "models": model_info,  # by the name the variants give (--model's or NAME@MODEL's)
+        "dtype": (model_info.get(args.model) or next(iter(model_info.values()), {})).get("dtype", args.dtype),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "git_commit": git_commit(),
         "machine": {"cpu_flags": cpu_flags(), "loadavg_before": load_before, "loadavg_after": load_after},
@@ -314,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", type=int, default=40, help="tasks in all, spread evenly over the projects (default 40)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--variants", default=",".join(VARIANTS),
-                    help=f"comma-separated subset of {', '.join(VARIANTS)} (default: all)")
+                    help=f"comma-separated subset of {', '.join(VARIANTS)} (default: all); NAME@MODEL runs NAME's "
+                         "settings on another model, side by side on the same tasks (e.g. no-context@qwen2.5-coder-1.5b)")
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--device", default="auto")
@@ -326,9 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, metavar="DIR",
                     help="write DIR/report.json, DIR/report.md and DIR/tasks.jsonl")
     args = ap.parse_args(argv)
-    unknown = [v for v in args.variants.split(",") if v.strip() and v.strip() not in VARIANTS]
+    unknown = [v for v in args.variants.split(",") if v.strip() and split_variant(v.strip(), args.model)[0] not in VARIANTS]
     if unknown or not args.variants.strip():
-        ap.error(f"--variants: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(VARIANTS)}")
+        ap.error(f"--variants: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(VARIANTS)} "
+                 "(NAME@MODEL: the same settings on another model)")
     if args.tasks < 1 or args.projects < 1:
         ap.error("--tasks and --projects must be at least 1")
     with recording(args.out, "quality", argparse.Namespace(**vars(args)), argv) as rec:
