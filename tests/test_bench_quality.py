@@ -180,6 +180,27 @@ def test_prediction_and_score():
     assert empty["empty"] and not empty["exact_match"] and empty["edit_similarity"] == 0.0
 
 
+def test_paired_counts_tasks_gained_and_lost_and_the_standard_error():
+    from fastcoder_bench.quality.metrics import paired
+
+    def row(em: bool, es: float) -> dict:
+        return {"exact_match": em, "edit_similarity": es}
+
+    base = [row(True, 1.0), row(False, 0.5), row(False, 0.2), row(False, 0.4)]
+    other = [row(False, 0.8), row(True, 1.0), row(True, 1.0), row(False, 0.4)]
+    p = paired(base, other)
+    assert (p["n"], p["exact_gained"], p["exact_lost"]) == (4, 2, 1)
+    assert (p["edit_better"], p["edit_worse"], p["edit_equal"]) == (2, 1, 1)
+    diffs = [-0.2, 0.5, 0.8, 0.0]
+    mean = sum(diffs) / 4
+    assert p["edit_diff_mean"] == pytest.approx(mean)
+    sd = (sum((d - mean) ** 2 for d in diffs) / 3) ** 0.5
+    assert p["edit_diff_se"] == pytest.approx(sd / 2)
+    assert paired(base, base)["edit_diff_mean"] == 0 and paired(base, base)["exact_gained"] == 0
+    with pytest.raises(ValueError):
+        paired(base, other[:3])
+
+
 def test_a_short_run_through_the_real_server(tiny_model_dir, tiny_project, tmp_path):
     from fastcoder_bench.quality import main
 
@@ -223,3 +244,19 @@ def test_a_short_run_through_the_real_server(tiny_model_dir, tiny_project, tmp_p
         assert row["variants"][other]["new_tokens"] == row["variants"]["no-context"]["new_tokens"] > 0
     assert "Traceback" not in (out / "server-proj.log").read_text()
     assert "Traceback" not in (out / "server-proj-twin-model.log").read_text()
+    # task by task against the base: the twin gains and loses nothing
+    assert res["base"] == "no-context" and set(res["paired_vs_base"]) == {"context", other}
+    twin_pair = res["paired_vs_base"][other]
+    assert (twin_pair["n"], twin_pair["exact_gained"], twin_pair["exact_lost"], twin_pair["edit_diff_mean"]) == (2, 0, 0, 0)
+    # rescoring the run's tasks.jsonl gives the run's figures, against any variant
+    from fastcoder_bench.quality.run import rescore
+
+    again = rescore(out / "tasks.jsonl", other)
+    for v in res["variants"]:
+        for key in ("n", "exact_match", "edit_similarity", "identifier_match", "latency_ms_p50"):
+            assert again["variants"][v][key] == res["variants"][v][key]
+    assert again["base"] == other and set(again["paired_vs_base"]) == {"no-context", "context"}
+    with pytest.raises(SystemExit, match="not a variant"):
+        rescore(out / "tasks.jsonl", "definitions")
+    with pytest.raises(SystemExit, match="No such file"):
+        rescore(out / "missing.jsonl", "no-context")

@@ -116,3 +116,26 @@ def ratios(variants: dict[str, dict[str, Any]], base: str = "no-context") -> dic
         out[name] = {k: (v[k] / b[k]) if (v.get(k) is not None and b.get(k)) else None
                      for k in ("exact_match", "edit_similarity", "identifier_match", "prompt_tokens_mean", "latency_ms_p50")}  # fmt: skip
     return out
+
+
+def paired(base_rows: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A variant against the base variant task by task (the rows in the same task order):
+    exact matches gained and lost, edit similarity better / worse / equal, and the mean
+    edit-similarity difference with its standard error (sample standard deviation over
+    sqrt(n)): whether a difference in the means is more than a few tasks' noise."""
+    if len(base_rows) != len(rows):
+        raise ValueError(f"paired: {len(rows)} rows against {len(base_rows)} of the base")
+    diffs = [r["edit_similarity"] - b["edit_similarity"] for b, r in zip(base_rows, rows)]
+    n = len(diffs)
+    mean = sum(diffs) / n if n else None
+    se = (math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) / math.sqrt(n)) if n > 1 else None
+    return {
+        "n": n,
+        "exact_gained": sum(1 for b, r in zip(base_rows, rows) if r["exact_match"] and not b["exact_match"]),
+        "exact_lost": sum(1 for b, r in zip(base_rows, rows) if b["exact_match"] and not r["exact_match"]),
+        "edit_better": sum(1 for d in diffs if d > 0),
+        "edit_worse": sum(1 for d in diffs if d < 0),
+        "edit_equal": sum(1 for d in diffs if d == 0),
+        "edit_diff_mean": mean,
+        "edit_diff_se": se,
+    }

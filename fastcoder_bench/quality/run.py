@@ -25,7 +25,7 @@ from typing import Any
 
 from fastcoder_bench.lsp_client import StdioClient, server_command
 from fastcoder_bench.output import recording
-from fastcoder_bench.quality.metrics import aggregate, ratios, score
+from fastcoder_bench.quality.metrics import aggregate, paired, ratios, score
 from fastcoder_bench.quality.tasks import KINDS, Project, QualityTask, pick_tasks
 
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -182,9 +182,9 @@ def _fmt(x: float | None, spec: str = ".3f") -> str:
     return "-" if x is None else format(x, spec)
 
 
-def print_table(variants: dict[str, dict[str, Any]], title: str = "") -> str:
-    """A table of the variants with ratios vs ``no-context``; returns it as markdown."""
-    rel = ratios(variants, BASE)
+def print_table(variants: dict[str, dict[str, Any]], title: str = "", base: str = BASE) -> str:
+    """A table of the variants with ratios vs ``base``; returns it as markdown."""
+    rel = ratios(variants, base)
     head = ["variant", "n", "exact match", "x", "edit sim", "x", "ident match", "x", "empty", "prompt tok", "ctx tok",
             "model p50 ms", "x"]  # fmt: skip
     rows = []
@@ -209,6 +209,54 @@ def print_table(variants: dict[str, dict[str, Any]], title: str = "") -> str:
 def _mark(got: dict[str, Any]) -> str:
     """EM (exact), -- (empty) or the edit similarity."""
     return "EM" if got["exact_match"] else ("--" if got["empty"] else f"{got['edit_similarity']:.2f}")
+
+
+def summarize(variants: list[str], rows: dict[str, list[dict[str, Any]]],
+              kinds: dict[str, dict[str, list[dict[str, Any]]]], base: str) -> tuple[dict, dict, dict, list[str]]:
+    """Per variant figures (all tasks and per kind), each variant against ``base`` task by
+    task; printed as tables, returned with their markdown."""
+    results_v = {v: aggregate(rows[v]) for v in variants}
+    pairs = {v: paired(rows[base], rows[v]) for v in variants if v != base}
+    by_kind = {k: {v: aggregate(kinds[k][v]) for v in variants} for k in KINDS if any(kinds[k].values())}
+    print()
+    md = [print_table(results_v, "all tasks", base)]
+    for k, per_kind in by_kind.items():
+        print()
+        md.append(print_table(per_kind, f"{k} tasks", base))
+    if pairs:
+        lines = [f"task by task against {base}:"]
+        for v, p in pairs.items():
+            se = "-" if p["edit_diff_se"] is None else f"{p['edit_diff_se']:.3f}"
+            lines.append(f"  {v}: exact match +{p['exact_gained']} / -{p['exact_lost']} tasks; edit similarity better in "
+                         f"{p['edit_better']}, worse in {p['edit_worse']}, equal in {p['edit_equal']}; mean difference "
+                         f"{_fmt(p['edit_diff_mean'], '+.3f')} (standard error {se})")  # fmt: skip
+        print()
+        print("\n".join(lines))
+        md.append("\n".join(["**" + lines[0] + "**", ""] + ["- " + ln.strip() for ln in lines[1:]]))
+    return results_v, by_kind, pairs, md
+
+
+def rescore(tasks_jsonl: Path, base: str) -> dict[str, Any]:
+    """The tables and the task-by-task comparison of an earlier run, from its tasks.jsonl
+    (any variant as the base); runs nothing."""
+    try:
+        records = [json.loads(line) for line in tasks_jsonl.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"--rescore {tasks_jsonl}: {exc}") from None
+    if not records:
+        raise SystemExit(f"{tasks_jsonl}: no tasks")
+    variants = list(records[0]["variants"])
+    if base not in variants:
+        raise SystemExit(f"--base {base}: not a variant of {tasks_jsonl} ({', '.join(variants)})")
+    rows: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
+    kinds: dict[str, dict[str, list[dict[str, Any]]]] = {k: {v: [] for v in variants} for k in KINDS}
+    for rec in records:
+        for v in variants:
+            rows[v].append(rec["variants"][v])
+            kinds[rec["task"]["kind"]][v].append(rec["variants"][v])
+    print(f"{tasks_jsonl}: {len(records)} tasks, variants {', '.join(variants)}")
+    results_v, by_kind, pairs, _ = summarize(variants, rows, kinds, base)
+    return {"variants": results_v, "by_kind": by_kind, "base": base, "paired_vs_base": pairs}
 
 
 def run(args: argparse.Namespace, rec: Any = None) -> dict[str, Any]:
@@ -278,16 +326,11 @@ def run(args: argparse.Namespace, rec: Any = None) -> dict[str, Any]:
     finally:
         if jsonl:
             jsonl.close()
-    results_v = {v: aggregate(rows[v]) for v in variants}
-    by_kind = {k: {v: aggregate(kinds[k][v]) for v in variants} for k in KINDS if any(kinds[k].values())}
+    base = args.base if args.base in variants else variants[0]
+    results_v, by_kind, pairs, md = summarize(variants, rows, kinds, base)
     n = max(len(rows[variants[0]]), 1) if variants else 1
     for v in variants:
         results_v[v]["seconds_per_task"] = seconds[v] / n
-    print()
-    md = [print_table(results_v, "all tasks")]
-    for k, per_kind in by_kind.items():
-        print()
-        md.append(print_table(per_kind, f"{k} tasks"))
     load_after = _loadavg()
     errors = [r["error"] for v in variants for r in rows[v] if r.get("error")]
     if errors:
@@ -300,6 +343,9 @@ def run(args: argparse.Namespace, rec: Any = None) -> dict[str, Any]:
         "variants": results_v,
         "by_kind": by_kind,
         "ratios_vs_no_context": ratios(results_v, BASE),
+        "base": base,
+        "ratios_vs_base": ratios(results_v, base),
+        "paired_vs_base": pairs,  # task by task: exact matches gained / lost, edit similarity differences
         "variant_settings": {v: {**VARIANTS[split[v][0]], "model": split[v][1]} for v in variants},
         "server_options": {**SERVER_OPTIONS, **args.server_options},
         "servers": servers,
@@ -336,6 +382,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help=f"comma-separated subset of {', '.join(VARIANTS)} (default: all); NAME@MODEL runs NAME's "
                          "settings on another model, side by side on the same tasks (e.g. no-context@qwen2.5-coder-1.5b)")
+    ap.add_argument("--rescore", type=Path, metavar="TASKS_JSONL",
+                    help="run nothing: the tables and the task-by-task comparison (against --base) of an earlier run")
+    ap.add_argument("--base", default=BASE, metavar="VARIANT",
+                    help="the variant the others are compared with, ratios and task by task (default no-context; "
+                         "the first variant when it is not run)")  # fmt: skip
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--device", default="auto")
@@ -347,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, metavar="DIR",
                     help="write DIR/report.json, DIR/report.md and DIR/tasks.jsonl")
     args = ap.parse_args(argv)
+    if args.rescore:
+        rescore(args.rescore, args.base)
+        return 0
     unknown = [v for v in args.variants.split(",") if v.strip() and split_variant(v.strip(), args.model)[0] not in VARIANTS]
     if unknown or not args.variants.strip():
         ap.error(f"--variants: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(VARIANTS)} "
