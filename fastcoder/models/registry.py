@@ -61,7 +61,7 @@ BUILTIN_MODELS: dict[str, BuiltinModel] = {
         ),
         BuiltinModel(
             name="qwen2.5-coder-1.5b",
-            description="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M): larger check, FIM",
+            description="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M): FIM; right more often than the 0.5B, slower (README: Which model)",
             packages=_QWEN15_PACKAGES,
             members=_QWEN15_MEMBERS,
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
