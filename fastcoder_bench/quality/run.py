@@ -339,6 +339,7 @@ def run(args: argparse.Namespace, rec: Any = None) -> dict[str, Any]:
           f"{load_before}, after {load_after}")  # fmt: skip
     if rec is not None:
         rec.markdown = "\n\n".join(md)
+    main_model = model_info.get(args.model) or next(iter(model_info.values()), {})
     return {
         "variants": results_v,
         "by_kind": by_kind,
@@ -350,9 +351,9 @@ def run(args: argparse.Namespace, rec: Any = None) -> dict[str, Any]:
         "server_options": {**SERVER_OPTIONS, **args.server_options},
         "servers": servers,
         "tasks": [t.to_json() for t in tasks],
-        "model": model_info.get(args.model) or next(iter(model_info.values()), {}),
+        "model": main_model,
         "models": model_info,  # by the name the variants give (--model's or NAME@MODEL's)
-        "dtype": (model_info.get(args.model) or next(iter(model_info.values()), {})).get("dtype", args.dtype),
+        "dtype": main_model.get("dtype", args.dtype),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "git_commit": git_commit(),
         "machine": {"cpu_flags": cpu_flags(), "loadavg_before": load_before, "loadavg_after": load_after},
@@ -385,8 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rescore", type=Path, metavar="TASKS_JSONL",
                     help="run nothing: the tables and the task-by-task comparison (against --base) of an earlier run")
     ap.add_argument("--base", default=BASE, metavar="VARIANT",
-                    help="the variant the others are compared with, ratios and task by task (default no-context; "
-                         "the first variant when it is not run)")  # fmt: skip
+                    help="the variant the others are compared with, ratios and task by task (default no-context, "
+                         "or the first variant when no-context is not run)")  # fmt: skip
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--device", default="auto")
@@ -405,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or not args.variants.strip():
         ap.error(f"--variants: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(VARIANTS)} "
                  "(NAME@MODEL: the same settings on another model)")
+    if args.base != BASE and args.base not in [v.strip() for v in args.variants.split(",")]:
+        ap.error(f"--base {args.base}: not among --variants")
     if args.tasks < 1 or args.projects < 1:
         ap.error("--tasks and --projects must be at least 1")
     with recording(args.out, "quality", argparse.Namespace(**vars(args)), argv) as rec:
