@@ -54,6 +54,33 @@ class DraftTree:
         """The first k nodes (still a tree: parents come before children)."""
         return DraftTree(self.tokens[:k], self.parents[:k], self.depths[:k], self.sources[:k], self.probs[:k])
 
+    def depth_first(self) -> list[int]:
+        """The nodes in depth-first preorder, each node's children in index order (the
+        best-first order the budget and the trie give, so the likeliest child first):
+        the path of first children is contiguous right below the root, as an AR chain
+        would lay it out."""
+        kids: list[list[int]] = [[] for _ in range(len(self) + 1)]
+        for i, p in enumerate(self.parents):
+            kids[p + 1].append(i)
+        order: list[int] = []
+        stack = kids[0][::-1]
+        while stack:
+            i = stack.pop()
+            order.append(i)
+            stack.extend(kids[i + 1][::-1])
+        return order
+
+    def permute(self, order: list[int]) -> "DraftTree":
+        """The same tree with its nodes in ``order`` (old indices; parents must come first)."""
+        new = {old: j for j, old in enumerate(order)}
+        return DraftTree(
+            [self.tokens[i] for i in order],
+            [new[self.parents[i]] if self.parents[i] >= 0 else -1 for i in order],
+            [self.depths[i] for i in order],
+            [self.sources[i] for i in order],
+            [self.probs[i] for i in order],
+        )
+
     def limit_depth(self, depth: int, stop_ids: Collection[int] = ()) -> "DraftTree":
         """Only the nodes that could still be committed: at depth <= ``depth`` and not
         below a node whose token ends the output (``stop_ids``; that node stays:

@@ -684,9 +684,41 @@ class Verifier:
         with the first draft: one forward instead of a prefill and a step); the tree
         hangs below the last of them. ``allowed``: the first token after ``root`` and
         ``forced`` is the greedy choice among these ids only (token healing, as in
-        :meth:`prefill`). ``StepResult.accepted`` holds tree nodes only."""
+        :meth:`prefill`). ``StepResult.accepted`` holds tree nodes only (indices of
+        ``tree``).
+
+        The rows are laid out depth first (:meth:`DraftTree.depth_first`): the path of
+        first children sits in the columns an AR step would give it. PyTorch's CPU
+        attention rounds by column position, so with batch-invariant steps (CPU bf16)
+        those rows carry AR's bits exactly, while a node off that path (its ancestors not
+        contiguous) can differ from AR's by an ulp (docs/BENCHMARKS.md, sixteenth
+        session); there the walk accepts along that path only, and where the model's
+        choice leaves it, that choice is the bonus."""
+        order = tree.depth_first()
+        if order == list(range(len(tree))):
+            with self._lock, torch.inference_mode():
+                return self._step(kv, root, tree, [int(t) for t in forced], allowed)
         with self._lock, torch.inference_mode():
-            return self._step(kv, root, tree, [int(t) for t in forced], allowed)
+            res = self._step(kv, root, tree.permute(order), [int(t) for t in forced], allowed)
+            self._last_order = order
+        res.accepted = [order[i] for i in res.accepted]
+        return res
+
+    @property
+    def last_logits(self) -> torch.Tensor | None:
+        """The last step's logits: row 0 the tree's root (the last forced token or the
+        root), row i + 1 node i of the tree as given; after a prefill, its last position."""
+        raw, order = self._last_logits, self._last_order
+        if raw is None or order is None:
+            return raw
+        rows = [0] * (len(order) + 1)
+        for j, i in enumerate(order):
+            rows[i + 1] = j + 1
+        return raw[rows]
+
+    @last_logits.setter
+    def last_logits(self, value: torch.Tensor | None) -> None:
+        self._last_logits, self._last_order = value, None
 
     def _step(self, kv: KVState, root: int, tree: DraftTree, forced: list[int] = (), allowed=None) -> StepResult:
         t0 = time.perf_counter()
@@ -741,6 +773,12 @@ class Verifier:
         while True:
             nxt = children[row].get(greedy[row + f]) if row < len(children) else None
             if nxt is None:
+                break
+            if self.invariant and nxt != len(accepted):
+                # off the depth-first path of first children: that row's ancestors are not
+                # the contiguous columns an AR step sees, so its logits (and its keys and
+                # values, kept for later steps) may differ from AR's by an ulp. Stop here:
+                # this row's choice, exact, is the bonus and the next step's root.
                 break
             accepted.append(nxt)
             row = nxt + 1

@@ -104,3 +104,68 @@ def test_fastcoder_bf16_output_is_ar_output(qwen_shaped, tiny_tokenizer):
                                   sources=Sources(buffers=buffers), reference=ar[5:])  # fmt: skip
             assert gen.tokens == ar, method
             assert gen.stats.forward_steps < len(ar)  # drafts were accepted: tree buckets ran
+
+
+def _branching_step(v: Verifier, kv: KVState, saved, ids: list[int], toks: list[int], pos: int, depth: int,
+                    decoy_first: bool) -> list[tuple[int, int]]:
+    """One step over AR's next ``depth`` tokens, each drafted beside a decoy sibling, from
+    AR's cache at ``pos``; returns (logits row, AR position) of the root and the true path."""
+    ctx = len(ids)
+    kv.truncate(ctx + pos)
+    with torch.inference_mode():
+        kv.cache.buf.copy_(saved)
+    kv.cache.length = ctx + pos
+    kv.ids = ids + toks[:pos]
+    tokens, parents, depths, rows = [], [], [], [(0, pos)]
+    parent = -1
+    for k in range(1, depth + 1):
+        decoy, true = (toks[pos + k] + 7) % 590 + 4, toks[pos + k]
+        tokens += [decoy, true] if decoy_first else [true, decoy]
+        parents += [parent, parent]
+        depths += [k, k]
+        parent = len(tokens) - (1 if decoy_first else 2)
+        rows.append((parent + 1, pos + k))
+    step = v.step(kv, toks[pos], DraftTree(tokens, parents, depths, ["probe"] * len(tokens), [1.0] * len(tokens)))
+    if decoy_first:  # the true path is not the path of first children: the walk stops at once, AR's token the bonus
+        assert step.accepted == [] and step.bonus == toks[pos + 1]
+    else:  # the whole true path, as indices of the tree as given (the rows were laid out depth first)
+        assert step.accepted == [r - 1 for r, _ in rows[1:]] and step.bonus == toks[pos + depth + 1]
+    return rows
+
+
+def test_the_likeliest_path_of_a_branching_tree_gives_ar_bits(qwen_shaped):
+    """The path of first children (the likeliest: listed first at every level) is laid out
+    depth first, in the columns AR's steps used: its rows are AR's bit for bit."""
+    rng = random.Random(11)
+    v = Verifier(qwen_shaped)
+    ids = [rng.randrange(4, 600) for _ in range(505)]
+    kv, toks, ref = _ar(v, ids)
+    saved = kv.cache.buf.clone()
+    for pos in range(0, N_AR - 4, 4):
+        for row, i in _branching_step(v, kv, saved, ids, toks, pos, 4, decoy_first=False):
+            assert torch.equal(v.last_logits[row], ref[i]), f"tree row {row} differs from AR's step at {i}"
+
+
+def test_branching_tree_rows_are_ar_up_to_rounding(qwen_shaped):
+    """Each true token of AR's output drafted next to a decoy sibling (a branching tree):
+    the true path's rows carry AR's logits up to a few bf16 ulps (a wrong mask or a wrong
+    position would be off by whole units), with AR's argmax. Not bit for bit: in a branching
+    tree a node's ancestors are not the contiguous columns AR's step saw, and the CPU
+    attention kernel's rounding depends on the column (docs/BENCHMARKS.md, sixteenth
+    session); chains are exact (above)."""
+    rng = random.Random(11)
+    v = Verifier(qwen_shaped)
+    ids = [rng.randrange(4, 600) for _ in range(505)]
+    kv, toks, ref = _ar(v, ids)
+    saved = kv.cache.buf.clone()
+    depth, worst, checked = 4, 0.0, 0
+    for pos in range(0, N_AR - depth, depth):
+        rows = _branching_step(v, kv, saved, ids, toks, pos, depth, decoy_first=True)
+        for row, i in rows:
+            got, want = v.last_logits[row].float(), ref[i].float()
+            ulp = 2.0 ** (torch.floor(torch.log2(want.abs().max())) - 7)  # one bf16 ulp at the largest logit
+            worst = max(worst, float((got - want).abs().max() / ulp))
+            assert int(got.argmax()) == int(want.argmax()) == toks[i + 1]
+            checked += 1
+    assert checked == 5 * (depth + 1)
+    assert worst <= 4, f"tree rows differ from AR's by {worst:.1f} bf16 ulps"

@@ -93,3 +93,14 @@ def test_trie_weights_and_selection():
     freq.add([((1,), 3), ((2,), 1)], "a", weight=1.0)  # frequencies 0.75 / 0.25
     freq.add([((2,), 1)], "b", weight=1.0)  # frequency 1.0
     assert freq.select(1).tokens == [2]
+def test_depth_first_lays_the_first_children_path_out_contiguously():
+    # root -> a(0) -> c(2) -> e(4); root -> b(1) -> d(3); a -> f(5)
+    tree = DraftTree([10, 11, 12, 13, 14, 15], [-1, -1, 0, 1, 2, 0], [1, 1, 2, 2, 3, 2], ["s"] * 6, [1.0] * 6)
+    order = tree.depth_first()
+    assert order == [0, 2, 4, 5, 1, 3]
+    p = tree.permute(order)
+    assert p.tokens == [10, 12, 14, 15, 11, 13]
+    assert p.parents == [-1, 0, 1, 0, -1, 4]  # parents still come before children
+    assert p.depths == [1, 2, 3, 2, 1, 2]
+    assert DraftTree.chain([1, 2, 3], "s").depth_first() == [0, 1, 2]
+    assert DraftTree().depth_first() == []
