@@ -329,6 +329,9 @@ class Verifier:
         if invariant is None:
             invariant = self.device.type == "cpu" and not compile and self.dtype == torch.bfloat16
         self.invariant = bool(invariant) and not self.use_graphs and not compile
+        # accept along the depth-first path of first children only (see :meth:`step`): what
+        # keeps a tree's output AR's bit for bit where the steps are batch-invariant
+        self.exact_paths = self.invariant
         # prompt tokens per prefill forward: a cancelled request stops within one chunk
         self.prefill_chunk = PREFILL_CHUNK_CUDA if self.device.type == "cuda" else PREFILL_CHUNK_CPU
         bmax = self.buckets[-1]
@@ -774,7 +777,7 @@ class Verifier:
             nxt = children[row].get(greedy[row + f]) if row < len(children) else None
             if nxt is None:
                 break
-            if self.invariant and nxt != len(accepted):
+            if self.exact_paths and nxt != len(accepted):
                 # off the depth-first path of first children: that row's ancestors are not
                 # the contiguous columns an AR step sees, so its logits (and its keys and
                 # values, kept for later steps) may differ from AR's by an ulp. Stop here:
