@@ -71,7 +71,8 @@ class DraftTree:
         return order
 
     def permute(self, order: list[int]) -> "DraftTree":
-        """The same tree with its nodes in ``order`` (old indices; parents must come first)."""
+        """The nodes ``order`` (old indices) as a tree in that order: a reordering, or a
+        subset that keeps every kept node's parent (parents must come first)."""
         new = {old: j for j, old in enumerate(order)}
         return DraftTree(
             [self.tokens[i] for i in order],
@@ -97,14 +98,7 @@ class DraftTree:
                 keep.append(i)
         if len(keep) == len(self):
             return self
-        new_index = {old: new for new, old in enumerate(keep)}
-        return DraftTree(
-            [self.tokens[i] for i in keep],
-            [new_index[self.parents[i]] if self.parents[i] >= 0 else -1 for i in keep],
-            [self.depths[i] for i in keep],
-            [self.sources[i] for i in keep],
-            [self.probs[i] for i in keep],
-        )
+        return self.permute(keep)
 
     def children(self) -> list[dict[int, int]]:
         """children()[p + 1] maps token -> node index for parent p (-1 = root)."""
