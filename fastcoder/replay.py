@@ -23,13 +23,17 @@ class ReplayVerifier:
     """Replays ``tokens`` (the recorded output, without its end). ``eos``: the
     end-of-sequence id; with ``ended_by_eos`` the recorded run ended by generating it, so
     it follows the tokens (a draft may hold it, as in the real run). ``max_nodes``: the
-    real verifier's largest tree (its largest bucket less the root)."""
+    real verifier's largest tree (its largest bucket less the root). ``exact_paths``: walk
+    as the real verifier does with batch-invariant steps (:attr:`Verifier.exact_paths`:
+    along the depth-first path of first children only)."""
 
     record_margins = False
     last_split = None
 
-    def __init__(self, tokens: Sequence[int], eos: int, *, ended_by_eos: bool = False, max_nodes: int = 127) -> None:
+    def __init__(self, tokens: Sequence[int], eos: int, *, ended_by_eos: bool = False, max_nodes: int = 127,
+                 exact_paths: bool = False) -> None:
         self.stream = [int(t) for t in tokens] + ([int(eos)] if ended_by_eos else [])
+        self.exact_paths = exact_paths
         self.eos = int(eos)
         self.max_nodes = max_nodes
         self.pos = 0
@@ -52,10 +56,11 @@ class ReplayVerifier:
         """``forced`` (prompt tokens) and ``allowed`` (token healing) are already in the
         recorded output's making: the walk follows the recorded tokens from ``pos``."""
         children = tree.children()
+        first_path = {node: j for j, node in enumerate(tree.depth_first())} if self.exact_paths else {}
         row, p, accepted = 0, self.pos, []
         while p < len(self.stream) and row < len(children):
             nxt = children[row].get(self.stream[p])
-            if nxt is None:
+            if nxt is None or (self.exact_paths and first_path[nxt] != len(accepted)):
                 break
             accepted.append(nxt)
             row, p = nxt + 1, p + 1

@@ -663,7 +663,8 @@ class Verifier:
         (``invariant``). Reported by the server's ``fastcoder.stats`` and
         the benchmark reports."""
         if not self.use_graphs:
-            return {"mode": "eager", "captured": [], "failed": {}, "batch_invariant": self.invariant}
+            return {"mode": "eager", "captured": [], "failed": {}, "batch_invariant": self.invariant,
+                    "exact_paths": self.exact_paths}
         widths = self._widths if self.work is not None else []
         full = [b for b in self.buckets if widths and all((b, w) in self.graph_captured for w in widths)]
         return {"mode": "cuda-graphs", "captured": full, "widths": widths,

@@ -359,7 +359,7 @@ def _replay(args: argparse.Namespace) -> dict:
             cfg = DecodeConfig(method=method, max_new_tokens=n, seed=args.seed)
             ses = sessions.setdefault((nm, task.group or ""), Session(cfg))
             drafter = make_drafter(cfg, sources_for(nm, task.group, dr), pool=engine.pool)
-            oracle = ReplayVerifier(ref, eos, max_nodes=engine.verifier.max_nodes)
+            oracle = ReplayVerifier(ref, eos, max_nodes=engine.verifier.max_nodes, exact_paths=engine.verifier.exact_paths)
             gen = generate(oracle, tok, drafter, ids, cfg, session=ses, stop_fn=task.stop_fn(), cost_curve=curve)
             if list(gen.tokens) != list(ref):
                 log.warning("%s on %s: replay output differs from the reference (stop rule?)", nm, task.id)

@@ -307,3 +307,21 @@ def test_incremental_rules_cut_where_whole_text_rules_cut(tiny_tokenizer):
         full = tiny_tokenizer.decode(ids[:want_n], skip_special_tokens=True)
         assert gen.text == (full[:want_cut] if want_cut is not None else full)
         assert decoded.startswith(gen.text) or "\ufffd" in decoded
+
+
+def test_replay_verifier_walks_as_the_real_one_with_exact_paths():
+    from fastcoder.replay import ReplayVerifier
+    from fastcoder.trie import DraftTree
+
+    # root -> 5 (first child) -> 6; root -> 7 (side branch) -> 8; the recorded output is 7 8 9
+    tree = DraftTree([5, 7, 6, 8], [-1, -1, 0, 1], [1, 1, 2, 2], ["s"] * 4, [1.0] * 4)
+    loose = ReplayVerifier([1, 7, 8, 9], eos=0)
+    loose.prefill(None, [3])
+    step = loose.step(None, 1, tree)
+    assert (step.accepted, step.bonus) == ([1, 3], 9)
+    exact = ReplayVerifier([1, 7, 8, 9], eos=0, exact_paths=True)
+    exact.prefill(None, [3])
+    step = exact.step(None, 1, tree)
+    assert (step.accepted, step.bonus) == ([], 7)  # off the path of first children: its token is the bonus
+    step = exact.step(None, 7, DraftTree.chain([8, 9], "s"))
+    assert (step.accepted, step.bonus) == ([0, 1], 0)
