@@ -548,7 +548,10 @@ async def test_edit_selection_returns_and_applies_an_edit(client: LanguageClient
 async def test_stats_report_methods_and_prefill_saving(client: LanguageClient):
     info = await stats(client)
     assert info["model"]["state"] == "ready" and info["model"]["fim"] is True
-    assert info["model"]["steps"] == {"mode": "eager", "captured": [], "failed": {}, "batch_invariant": False}  # the CPU: no graphs; fp32
+    assert info["model"]["steps"] == {
+        "mode": "eager", "captured": [], "failed": {}, "batch_invariant": False,
+        "exact_paths": False,
+    }  # the CPU: no graphs; fp32
     assert info["total"]["generations"] >= 1
     method = info["methods"]["fastcoder"]
     # every step commits its bonus token, except a step whose token ends the output
