@@ -699,13 +699,13 @@ class Verifier:
         session); there the walk accepts along that path only, and where the model's
         choice leaves it, that choice is the bonus."""
         order = tree.depth_first()
-        if order == list(range(len(tree))):
-            with self._lock, torch.inference_mode():
-                return self._step(kv, root, tree, [int(t) for t in forced], allowed)
+        moved = order != list(range(len(tree)))
         with self._lock, torch.inference_mode():
-            res = self._step(kv, root, tree.permute(order), [int(t) for t in forced], allowed)
-            self._last_order = order
-        res.accepted = [order[i] for i in res.accepted]
+            res = self._step(kv, root, tree.permute(order) if moved else tree, [int(t) for t in forced], allowed)
+            if moved:
+                self._last_order = order
+        if moved:
+            res.accepted = [order[i] for i in res.accepted]
         return res
 
     @property
