@@ -530,7 +530,7 @@ class Completer:
             suffix_share=settings.suffix_share if loaded.fim else 0.0,
             max_suffix_tokens=settings.max_suffix_tokens,
             sticky_start=doc.sticky_start, layout=layout, anchor=anchor,
-            info=TokenInfo.for_tokenizer(tokenizer) if layout == "anchored" and loaded.fim else None,
+            info=TokenInfo.for_tokenizer(tokenizer) if layout == "anchored" and loaded.fim else None, headroom=True,
         )  # fmt: skip
 
     def special_ids(self, tokenizer: Any) -> set[int]:

@@ -18,9 +18,9 @@ them gets the prefix alone, which typing only extends anyway):
   A whitespace-only last token (indentation) gives back only its last character, so
   the natural split ``"       " + " return"`` stays reachable. Auto-closed brackets
   and quotes: when the rest of the cursor's line is only closers the editor inserted,
-  it is left out of the suffix (typing ``(`` then changes nothing in the prompt but
-  its end); the model writes the closer and post-processing trims it against the
-  text right of the cursor.
+  it is left out of the suffix (typing ``(``, or stepping over its ``)``, then changes
+  nothing in the prompt but its end, and keeps the anchor); the model writes the closer
+  and post-processing trims it against the text right of the cursor.
 * ``psm``: ``<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>``, the layout
   Qwen2.5-Coder documents: every typed character lands before the suffix, so the
   suffix is prefilled again on every keystroke.
@@ -35,7 +35,10 @@ Budgets:
 * The prefix start is *sticky*: while the previous start still fits the budget it is
   kept, and when it must move it moves with some headroom. Consecutive keystrokes then
   give prompts with a long common token prefix, which the engine keeps in its KV cache
-  (only the changed tail is prefilled).
+  (only the changed tail is prefilled). The server's first prompt in a document longer
+  than the budget leaves the same headroom (``headroom``): filled to the budget, the
+  next anchor had to move the start, and a moved start prefills the whole prompt again
+  (~1,650 tokens, 3-4 s on a 2-core CPU with the 0.5B model).
 * Mode: ``line`` (single-line suggestion) when text sits right of the cursor, else
   ``block`` (multi-line).
 """
@@ -119,9 +122,6 @@ class Anchor:
     suffix_kept: str
     """The suffix text that went into the prompt."""
     suffix_ids: list[int]
-    suffix_skip: int
-    """Characters of the real suffix left out before ``suffix_kept`` (auto-closed
-    brackets at the cursor)."""
     reserve: int
     """Most tokens typed since the anchor before a new anchor is set."""
 
@@ -165,10 +165,17 @@ def _line_start_at_or_after(text: str, pos: int) -> int:
     return pos if nl < 0 else nl + 1
 
 
-def cut_prefix(tokenizer: Any, prefix: str, budget: int, sticky: int | None = None) -> tuple[int, list[int]]:
+def cut_prefix(
+    tokenizer: Any, prefix: str, budget: int, sticky: int | None = None, headroom: bool = False
+) -> tuple[int, list[int]]:
     """Where the kept prefix starts (a line start where possible) and its ids.
 
     ``sticky``: the previous start; kept when it is a line start and what follows fits.
+    When the start must move (or, with ``headroom``, when there is no previous start and
+    the prefix does not fit whole), it leaves :data:`_HEADROOM` of the budget free, so
+    that the prefix can grow by that much before the start moves again (every move
+    prefills the whole prompt again). ``headroom`` is for prompts of a document being
+    typed in; a one-shot prompt fills the budget.
     """
     if budget <= 0:
         return len(prefix), []
@@ -183,7 +190,7 @@ def cut_prefix(tokenizer: Any, prefix: str, budget: int, sticky: int | None = No
     ids, spans = _spans(tokenizer, tail)
     if window == 0 and len(ids) <= budget:
         return 0, ids
-    target = budget if sticky is None else int(budget * (1 - _HEADROOM))
+    target = budget if sticky is None and not headroom else int(budget * (1 - _HEADROOM))
     first = max(0, len(ids) - max(target, 1))
     start = window + spans[first][0] if ids else len(prefix)
     line_start = _line_start_at_or_after(prefix, start)
@@ -234,21 +241,23 @@ def build_prompt(
     layout: str = "psm",
     anchor: Anchor | None = None,
     info: TokenInfo | None = None,
+    headroom: bool = False,
 ) -> Prompt:
     """Token ids of the completion prompt for ``ctx`` within ``max_prompt_tokens``.
 
     The suffix gets ``suffix_share`` of the budget, at most ``max_suffix_tokens``.
     ``layout``: ``psm`` or ``anchored`` (``anchor``: the document's previous one;
-    ``info``: the tokenizer's :class:`TokenInfo`, for token healing)."""
+    ``info``: the tokenizer's :class:`TokenInfo`, for token healing). ``headroom``: a
+    prompt of a document being typed in (:func:`cut_prefix`)."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown prompt layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     if fim is not None and layout == "anchored":
         return build_anchored(
             tokenizer, fim, ctx, max_prompt_tokens, suffix_share=suffix_share,
-            max_suffix_tokens=max_suffix_tokens, previous=anchor, info=info,
+            max_suffix_tokens=max_suffix_tokens, previous=anchor, info=info, headroom=headroom,
         )  # fmt: skip
     if fim is None:
-        start, pids = cut_prefix(tokenizer, ctx.prefix, max_prompt_tokens, sticky_start)
+        start, pids = cut_prefix(tokenizer, ctx.prefix, max_prompt_tokens, sticky_start, headroom)
         if not pids:  # an empty document: give the model something to start from
             pids = encode(tokenizer, "\n")
         return Prompt(pids, False, start, 0, len(pids), 0)
@@ -259,7 +268,7 @@ def build_prompt(
         suffix_budget = min(suffix_budget, max_suffix_tokens)
     end, sids = cut_suffix(tokenizer, ctx.suffix, suffix_budget)
     prefix_budget = budget - len(sids)  # an unused suffix share goes to the prefix
-    start, pids = cut_prefix(tokenizer, ctx.prefix, prefix_budget, sticky_start)
+    start, pids = cut_prefix(tokenizer, ctx.prefix, prefix_budget, sticky_start, headroom)
     ids = [special[0], *pids, special[1], *sids, special[2]]
     return Prompt(ids, True, start, end, len(pids), len(sids))
 
@@ -304,6 +313,7 @@ def build_anchored(
     previous: Anchor | None = None,
     info: TokenInfo | None = None,
     typed_reserve: int = 128,
+    headroom: bool = False,
 ) -> Prompt:
     """The anchored layout (module docstring): reuses ``previous`` when it still holds."""
     special = [tokenizer.convert_tokens_to_ids(t) for t in (fim.prefix, fim.suffix, fim.middle)]
@@ -314,8 +324,7 @@ def build_anchored(
     if anchor is not None:
         if not (
             len(ctx.prefix) >= len(anchor.head)
-            and skip == anchor.suffix_skip
-            and suffix_text.startswith(anchor.suffix_kept)
+            and suffix_text.startswith(anchor.suffix_kept)  # closers at the cursor may come and go
             and ctx.prefix.startswith(anchor.head)
         ):
             anchor = None
@@ -338,8 +347,8 @@ def build_anchored(
             suffix_budget = min(suffix_budget, max_suffix_tokens)
         end, sids = cut_suffix(tokenizer, suffix_text, suffix_budget)
         sticky = previous.start if previous is not None and ctx.prefix.startswith(previous.head[: previous.start]) else None
-        start, pids = cut_prefix(tokenizer, head, max(0, budget - len(sids) - reserve), sticky)
-        anchor = Anchor(head, start, pids, suffix_text[:end], sids, skip, reserve)
+        start, pids = cut_prefix(tokenizer, head, max(0, budget - len(sids) - reserve), sticky, headroom)
+        anchor = Anchor(head, start, pids, suffix_text[:end], sids, reserve)
     typed = ctx.prefix[len(anchor.head) :]
     heal, allowed = "", None
     if info is not None:
@@ -351,7 +360,7 @@ def build_anchored(
     mids = encode(tokenizer, typed) if typed else []
     ids = [special[0], *anchor.head_ids, special[1], *anchor.suffix_ids, special[2], *mids]
     return Prompt(
-        ids, True, anchor.start, anchor.suffix_skip + len(anchor.suffix_kept), len(anchor.head_ids),
+        ids, True, anchor.start, skip + len(anchor.suffix_kept), len(anchor.head_ids),
         len(anchor.suffix_ids), heal=heal, allowed=allowed, anchor=anchor, layout="anchored",
     )  # fmt: skip
 

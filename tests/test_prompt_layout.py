@@ -51,8 +51,8 @@ def info(tok):
 class Editor:
     """A document with a cursor and the prompts the server would build for it."""
 
-    def __init__(self, tok, info, text: str, budget: int = 2048) -> None:
-        self.tok, self.info, self.budget = tok, info, budget
+    def __init__(self, tok, info, text: str, budget: int = 2048, headroom: bool = True) -> None:
+        self.tok, self.info, self.budget, self.headroom = tok, info, budget, headroom
         self.cursor = text.index("|")
         self.text = text.replace("|", "", 1)
         self.anchor = None
@@ -66,8 +66,9 @@ class Editor:
     def build(self):
         prev = self.prompt
         self.prompt = build_prompt(
-            self.tok, FIM, self.ctx, self.budget, max_suffix_tokens=64, layout="anchored", anchor=self.anchor, info=self.info
-        )
+            self.tok, FIM, self.ctx, self.budget, max_suffix_tokens=64, layout="anchored", anchor=self.anchor,
+            info=self.info, sticky_start=self.prompt.prefix_start if self.prompt else None, headroom=self.headroom,
+        )  # fmt: skip
         self.anchor = self.prompt.anchor
         check(self.tok, self.ctx, self.prompt, self.budget)
         return prev, self.prompt
@@ -100,6 +101,8 @@ def check(tok, ctx: CursorContext, p, budget: int) -> None:
     assert head + typed + p.heal == ctx.prefix[p.prefix_start :]
     skip, text = prompt_suffix(ctx)
     assert text.startswith(suffix) and ctx.suffix[skip:].startswith(suffix)
+    # where the kept suffix ends in the real one (the reference drafter reads on from there)
+    assert ctx.suffix[: p.suffix_end] == ctx.suffix[:skip] + p.anchor.suffix_kept
     if p.heal:
         assert len(p.allowed)
         for t in p.allowed.tolist():
@@ -149,6 +152,46 @@ def test_auto_closed_bracket_leaves_the_suffix_alone(tok, info):
     assert tail_change(prev, cur) <= 2
     ed.type("path")
     assert ed.anchor.head == head
+
+
+def test_brackets_after_lines_typed_keep_the_anchor(tok, info):
+    # lines typed since the anchor, then a bracket the editor closes and the closer typed
+    # over: the closers at the cursor come and go, the prompt's suffix stays the same, so
+    # the anchor (and the KV cache of everything before the typed text) stays
+    ed = Editor(tok, info, DOC)
+    ed.type("x = 1")
+    head = ed.anchor.head
+    ed.type("\n    y = 2\n    z = ")
+    for s, closer in (("max", ""), ("(", ")"), ("x, y", ""), (")", "")):
+        if s == ")":  # stepping over the auto-inserted closer: the cursor moves past it
+            ed.history.append((ed.text, ed.cursor))
+            ed.cursor += 1
+            prev, cur = ed.build()
+        else:
+            prev, cur = ed.type(s, closer=closer)
+        assert ed.anchor.head == head, s
+        assert tail_change(prev, cur) <= 3, s
+    assert ed.ctx.prefix.endswith("z = max(x, y)")
+
+
+LONG_DOC = "".join(f"def f{i}(a, b):\n    return a * {i} + b\n\n\n" for i in range(60)) + "def main():\n    |\n"
+
+
+@pytest.mark.parametrize("headroom", [True, False])
+def test_first_anchor_leaves_headroom_in_a_long_document(tok, info, headroom):
+    # a document longer than the budget: the first anchor leaves headroom, so the next
+    # anchors (here: one set by an edit in the suffix after lines typed) keep its start;
+    # filled to the budget, the next anchor must move the start (a whole new prefill)
+    ed = Editor(tok, info, LONG_DOC, budget=300, headroom=headroom)
+    ed.build()
+    start = ed.prompt.prefix_start
+    assert start > 0  # the document does not fit
+    ed.type("total = 0\n    total += 1\n    ")
+    ed.history.append((ed.text, ed.cursor))
+    ed.text = ed.text[: ed.cursor] + "pass" + ed.text[ed.cursor :]  # an edit in the suffix: a new anchor
+    ed.build()
+    assert ed.anchor.head == ed.ctx.prefix[: ed.ctx.prefix.rfind("\n") + 1]  # a new anchor at the cursor's line
+    assert (ed.prompt.prefix_start == start) == headroom
 
 
 def test_paste_extends_the_end(tok, info):
