@@ -3,7 +3,7 @@ the very names the target uses (an *oracle* retrieval: it looks at the answer, w
 editor can), against the document alone and against the server's own ``definitions``
 choice for the cursor, on the quality benchmark's tasks.
 
-    python docs/bench/quality-oracle/probe.py [N_TASKS] [MODEL]
+    python docs/bench/quality-oracle/probe.py [N_TASKS] [MODEL] [VARIANTS]
 
 Offline, in one process, one model, greedy (AR; FastCoder's output is the same): each
 task's prompt is the server's (``lsp_server.prompt.build_prompt``, anchored layout,
@@ -19,7 +19,16 @@ target's line count (``block``); scored by the benchmark's metrics
 * ``oracle``: the definitions of the names the target line uses (``QualityTask.names``,
   found in ``QualityTask.defined_in``), up to 512 tokens;
 * ``oracle-file``: the whole defining file(s), cut to 1,024 tokens (more of the repo,
-  as CrossCodeEval's retrieved chunks give).
+  as CrossCodeEval's retrieved chunks give);
+* ``oracle-chunks``: CrossCodeEval's "retrieval with reference": the project's code chunks
+  (16 lines, stride 8, as ``lsp_server.context``'s ``open`` source cuts them; every file
+  but the task's) most similar (identifier Jaccard) to the last 10 lines before the cursor
+  *plus the target*, the best last, up to 512 tokens;
+* ``draft-chunks``: the same with the model's own no-context suggestion in place of the
+  target (RepoCoder's iteration: an editor could do this, at the price of a second
+  generation).
+
+``VARIANTS``: a comma-separated subset (``none`` always runs: the base).
 
 Not the server's post-processing (the server trims overlaps with the suffix): the same
 scoring for every variant, so only the ratios between variants mean anything.
@@ -118,13 +127,57 @@ def contexts(task) -> dict[str, list[int]]:
 
 
 variants = ["none", "wanted", "oracle", "oracle-file"]
+if len(sys.argv) > 3:
+    variants = ["none"] + [v for v in sys.argv[3].split(",") if v != "none"]
+_chunk_index: dict[str, list[tuple[str, int, str, set[str]]]] = {}
+
+
+def chunk_index(project: Project) -> list[tuple[str, int, str, set[str]]]:
+    if project.name not in _chunk_index:
+        from lsp_server.context import _IDENT, _chunks
+
+        _chunk_index[project.name] = [(rel, line, text, set(_IDENT.findall(text)))
+                                      for rel in project.files for line, text in _chunks(project.text(rel))]
+    return _chunk_index[project.name]
+
+
+def similar_chunks(task, query: str, budget: int = 512) -> list[int]:
+    from lsp_server.context import _IDENT, jaccard
+
+    project = next(p for p in projects if p.name == task.project)
+    q = set(_IDENT.findall(query))
+    scored = sorted(((jaccard(q, ids), rel, line, text) for rel, line, text, ids in chunk_index(project) if rel != task.path),
+                    reverse=True)
+    picked, used = [], 0
+    for score_, rel, line, text in scored:
+        if score_ <= 0:
+            break
+        cost = len(encode(tok, text)) + 8
+        if used + cost > budget:
+            continue
+        picked.append((rel, text))
+        used += cost
+        if used > budget - 40:
+            break
+    files: dict[str, list[str]] = {}
+    for rel, text in reversed(picked):  # the best last, nearest the code
+        files.setdefault(rel, []).append(text)
+    return render(project, task.path, files, budget + 64)
+
+
+def last_lines(text: str, n: int = 10) -> str:
+    return "\n".join(text.split("\n")[-n:])
 rows: dict[str, list[dict]] = {v: [] for v in variants}
 records = []
 t_start = time.time()
 for i, task in enumerate(tasks):
     ctx_ids = contexts(task)
+    if "oracle-chunks" in variants:
+        ctx_ids["oracle-chunks"] = similar_chunks(task, last_lines(task.prefix) + task.target)
     rec = {"task": task.to_json(), "variants": {}}
-    for v in variants[i % len(variants):] + variants[: i % len(variants)]:
+    for v in variants:  # none first: draft-chunks asks with its suggestion
+        if v == "draft-chunks":
+            ctx_ids[v] = similar_chunks(task, last_lines(task.prefix) + rec["variants"]["none"]["text"])
         c = ctx_ids[v]
         p = build_prompt(tok, fim, CursorContext(task.prefix, task.suffix), 2048 - len(c), max_suffix_tokens=128,
                          layout="anchored", info=info, headroom=False)
@@ -144,7 +197,8 @@ for i, task in enumerate(tasks):
     print(f"task {i} {task.kind} {task.project}:{task.path}:{task.line} names {task.names}: "
           + ", ".join(f"{v} {'EM' if rec['variants'][v]['exact_match'] else '  '} {rec['variants'][v]['edit_similarity']:.2f} ({ctx_ids[v] and len(ctx_ids[v]) or 0})" for v in variants), flush=True)
 print(f"load {os.getloadavg()}; {time.time() - t_start:.0f} s")
-with open(out / f"tasks-{model}.jsonl", "w") as fh:
+suffix = "" if len(sys.argv) <= 3 else "-" + "-".join(variants[1:])
+with open(out / f"tasks-{model}{suffix}.jsonl", "w") as fh:
     for r in records:
         fh.write(json.dumps(r) + "\n")
 agg = {v: aggregate(rows[v]) for v in variants}
