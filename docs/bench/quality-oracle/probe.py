@@ -190,7 +190,7 @@ for i, task in enumerate(tasks):
                               first_allowed=p.allowed, stop_ids=set(tok.convert_tokens_to_ids(["<|endoftext|>", "<|fim_pad|>", "<|file_sep|>"])))
         text = gen.text[len(p.heal):]
         s = score(text, task.kind, task.target)
-        s.update(context_tokens=len(c), prompt_tokens=len(c) + len(p.ids), latency_ms=1000 * gen.stats.total_s if hasattr(gen.stats, "total_s") else 0.0)
+        s.update(context_tokens=len(c), prompt_tokens=len(c) + len(p.ids), latency_ms=1000 * gen.stats.total_s)
         rows[v].append(s)
         rec["variants"][v] = {**s, "text": text}
     records.append(rec)
