@@ -1,7 +1,7 @@
 """`fastcoder bench KIND ...`: one entry for every benchmark in this package.
 
     fastcoder bench [suite] (--suite humaneval|repo | --tasks FILE.jsonl) --out DIR ...
-    fastcoder bench replay|edit|retrieval|index|scale|sources|soak [ARGS] [--out DIR]
+    fastcoder bench replay|live|edit|retrieval|index|scale|sources|soak [ARGS] [--out DIR]
 
 Without a KIND, `fastcoder bench` is the suite (today's flags and ``report.json`` keys).
 Each kind is one module with its own ``main(argv)`` (``fastcoder bench KIND --help``);
@@ -18,6 +18,7 @@ import importlib
 KINDS: dict[str, tuple[str, str]] = {
     "suite": ("fastcoder_bench.suite.cli", "AR, prompt lookup, REST and FastCoder side by side on function bodies"),
     "replay": ("fastcoder_bench.replay", "typing replay through the real server over stdio: per-request latency"),
+    "live": ("fastcoder_bench.live", "live typing: keystrokes in real time through the real server; how soon a suggestion shows"),
     "edit": ("fastcoder_bench.edit", "edit by instruction: AR against the reuse / retrieval drafters"),
     "retrieval": ("fastcoder_bench.retrieval", "D_c retrieval and CACHE lookup latency on real contexts"),
     "index": ("fastcoder_bench.index", "workspace indexing: full build, reload, saves, D_r retrieval"),

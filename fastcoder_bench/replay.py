@@ -436,6 +436,33 @@ def _item_span(buffer: str, item: Any) -> tuple[int, int] | None:
             utf16_offset(buffer, rng.end.line, rng.end.character))
 
 
+def server_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The server's ``initializationOptions`` for a run: the method, model and limits
+    of ``args``, then its layout's (:func:`layout_options`; ``engine`` options merged)."""
+    layout = layout_options(getattr(args, "layout", DEFAULT_LAYOUT))
+    options = {
+        "model": layout.get("model", args.model), "dtype": args.dtype, "device": args.device, "method": args.method,
+        "maxNewTokens": args.max_new_tokens, "timeBudgetMs": args.time_budget_ms,
+        "reuseSuggestions": not args.no_reuse, "commonIndex": not args.no_common,
+        "maxPromptTokens": args.max_prompt_tokens,
+    }  # fmt: skip
+    if args.engine:
+        options["engine"] = json.loads(args.engine)
+    if "engine" in layout:  # --engine and the layout's, merged
+        layout["engine"] = {**options.get("engine", {}), **layout["engine"]}
+    options.update(layout)
+    return options
+
+
+def task_workspace(task: Task, ws: Path) -> None:
+    """The workspace of ``task`` in the empty folder ``ws``: the file's folder, with the
+    body already removed on disk too."""
+    for p in task.path.parent.iterdir():
+        if p.is_file() and p.suffix == ".py":
+            shutil.copy2(p, ws / p.name)
+    (ws / task.path.name).write_text(task.before + task.after, encoding="utf-8")
+
+
 async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[str, Any]:
     from lsprotocol import types
     from pygls.lsp.client import LanguageClient
@@ -456,24 +483,12 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
     def _show(params: Any) -> None:
         print(f"server: {params.message}", file=sys.stderr)
 
-    layout = layout_options(getattr(args, "layout", DEFAULT_LAYOUT))
-    model = layout.get("model", args.model)
-    cmd = [sys.executable, "-m", "fastcoder_cli", "serve", "--model", model, "--dtype", args.dtype,
+    options = server_options(args)
+    cmd = [sys.executable, "-m", "fastcoder_cli", "serve", "--model", options["model"], "--dtype", args.dtype,
            "--device", args.device, "--method", args.method]  # fmt: skip
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
     t_start = time.perf_counter()
     await client.start_io(*cmd, env=env)
-    options = {
-        "model": model, "dtype": args.dtype, "device": args.device, "method": args.method,
-        "maxNewTokens": args.max_new_tokens, "timeBudgetMs": args.time_budget_ms,
-        "reuseSuggestions": not args.no_reuse, "commonIndex": not args.no_common,
-        "maxPromptTokens": args.max_prompt_tokens,
-    }  # fmt: skip
-    if args.engine:
-        options["engine"] = json.loads(args.engine)
-    if "engine" in layout:  # --engine and the layout's, merged
-        layout["engine"] = {**options.get("engine", {}), **layout["engine"]}
-    options.update(layout)
     await client.initialize_async(
         types.InitializeParams(
             capabilities=types.ClientCapabilities(),
@@ -764,6 +779,7 @@ PACKED, PLAIN = "packed", "plain"  # the CPU matmul path: packWeights on / off
 NO_LINE_PRUNE = "noprune"  # drafts below a line end verified even in single-line mode (an ablation)
 WINDOW = "window"  # windowN: maxPromptTokens N (the prompt window; windowN+context for both)
 EARLY = "early"  # earlyN: earlyAnswerMs N (block mode: answer with the whole lines so far after N ms)
+DEBOUNCE = "debounce"  # debounceN: debounceMs N (the server's wait before a model run; debounce0: none)
 NO_MERGE = "nomerge"  # the prompt's uncached tail prefilled before the first step, not in it (an ablation)
 MODEL = "model="  # model=NAME: the server runs this builtin model instead of --model (models side by side)
 
@@ -774,7 +790,7 @@ def layout_options(layout: str) -> dict[str, Any]:
     context on / off), ``middle`` (on, ``contextPlacement`` before-middle), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
     (``engine.pruneAtLineEnd`` off), ``nomerge`` (``engine.mergePromptTail`` 0), ``nowarm``
     (``warmAtCursor`` off: the cursor notification is ignored), ``windowN``
-    (``maxPromptTokens`` N, e.g. ``window1024``), ``earlyN`` (``earlyAnswerMs`` N), ``model=NAME`` (the server
+    (``maxPromptTokens`` N, e.g. ``window1024``), ``earlyN`` (``earlyAnswerMs`` N), ``debounceN`` (``debounceMs`` N), ``model=NAME`` (the server
     runs model NAME instead of ``--model``), or a combination joined by ``+`` (``psm+nocontext``)."""
     options: dict[str, Any] = {}
     for part in layout.split("+"):
@@ -794,6 +810,8 @@ def layout_options(layout: str) -> dict[str, Any]:
             options["maxPromptTokens"] = int(part[len(WINDOW):])
         elif part.startswith(EARLY) and part[len(EARLY):].isdigit():
             options["earlyAnswerMs"] = int(part[len(EARLY):])
+        elif part.startswith(DEBOUNCE) and part[len(DEBOUNCE):].isdigit():
+            options["debounceMs"] = int(part[len(DEBOUNCE):])
         elif part.startswith(MODEL) and part[len(MODEL):]:
             options["model"] = part[len(MODEL):]
         elif part != DEFAULT_LAYOUT:
@@ -1240,13 +1258,8 @@ def _run(args: argparse.Namespace, rec: Any = None) -> dict:
             key = run_key(method, layout, layouts)
             run_args = argparse.Namespace(**{**vars(args), "method": method, "layout": layout})
             with tempfile.TemporaryDirectory(prefix="fastcoder-bench-") as tmp:
-                ws = Path(tmp)
-                # the workspace: the file's folder, with the body already removed on disk too
-                for p in task.path.parent.iterdir():
-                    if p.is_file() and p.suffix == ".py":
-                        shutil.copy2(p, ws / p.name)
-                (ws / task.path.name).write_text(task.before + task.after, encoding="utf-8")
-                run = asyncio.run(replay(run_args, task, ws))
+                task_workspace(task, Path(tmp))
+                run = asyncio.run(replay(run_args, task, Path(tmp)))
             runs[key].append(run)
             by_key[key] = run["samples"]
             model = [s for s in run["samples"][1:] if s.model_ran]

@@ -19,7 +19,7 @@ SHAPE = {"kind", "created", "command", "machine", "run", "results"}
 
 
 def test_every_kind_is_listed_and_parses():
-    assert list(KINDS) == ["suite", "replay", "edit", "retrieval", "index", "scale", "sources", "soak", "quality"]
+    assert list(KINDS) == ["suite", "replay", "live", "edit", "retrieval", "index", "scale", "sources", "soak", "quality"]
     parser = build_parser(only="bench")
     help_text = parser._subparsers._group_actions[0].choices["bench"].format_help()
     for kind in KINDS:
