@@ -1,9 +1,9 @@
 """Live typing: how soon a suggestion shows while a user types in real time.
 
 The typing replay (:mod:`fastcoder_bench.replay`) sends keystrokes on a simulated clock
-and waits for every answer before typing on, so the server never sees real typing: its
-adaptive debounce reads typing intervals of a few ms, and no keystroke ever arrives
-while a generation runs. Here the replay's keystroke script (same tasks, same seeded
+and waits for every answer before typing on, so the server never sees real typing: no
+keystroke ever arrives while a generation runs, and the server's debounce (which counts
+from the last change) cannot be measured there. Here the replay's keystroke script (same tasks, same seeded
 gaps, auto-indent and auto-closed brackets) is typed in real time into the real server
 over stdio, driven as VS Code drives an inline-completion provider:
 
@@ -45,6 +45,7 @@ with every run; compare only figures of one run.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
 import time
@@ -55,7 +56,7 @@ from typing import Any
 from fastcoder_bench.lsp_client import StdioClient, server_command
 from fastcoder_bench.output import recording
 from fastcoder_bench.replay import (
-    DEFAULT_LAYOUT, Key, Task, _names, _tasks, keystrokes, load_average, pct, run_key, run_order, server_options, task_workspace,
+    DEFAULT_LAYOUT, Key, Task, _names, _tasks, keystrokes, load_average, run_key, run_order, server_options, task_workspace,
     utf16_pos,
 )  # fmt: skip
 
@@ -229,7 +230,7 @@ def summarize(runs: list[dict[str, Any]], pause_s: float) -> dict[str, Any]:
     def felt(group: list[dict[str, Any]]) -> dict[str, Any]:
         never = float("inf")
         lat = [s["latency"] if s["latency"] is not None else never for s in group]
-        p50, p95 = pct(lat, 0.5), pct(lat, 0.95)
+        p50, p95 = _rank(lat, 0.5), _rank(lat, 0.95)
         return {"n": len(group), "shown_share": (sum(x != never for x in lat) / len(lat)) if lat else None,
                 "p50_ms": None if p50 is None or p50 == never else 1000 * p50,
                 "p95_ms": None if p95 is None or p95 == never else 1000 * p95}  # fmt: skip
@@ -249,6 +250,14 @@ def summarize(runs: list[dict[str, Any]], pause_s: float) -> dict[str, Any]:
         "busy_per_typed_s": (sum(_busy_s(r["after"]) - _busy_s(r["before"]) for r in runs) / typing_s) if typing_s else None,
         "first_ms": [r["first_ms"] for r in runs],
     }  # fmt: skip
+
+
+def _rank(values: list[float], q: float) -> float | None:
+    """The nearest-rank percentile (no interpolation: a value may be infinite, "never")."""
+    if not values:
+        return None
+    s = sorted(values)
+    return s[max(0, math.ceil(q * len(s)) - 1)]
 
 
 def _get(d: dict[str, Any], *path: str) -> float:

@@ -12,6 +12,9 @@ simulated clock:
   newline) and auto-closes ``()[]{}`` (typing the closer later steps over it);
 * a request (``textDocument/inlineCompletion``) fires only when 150 ms pass without
   typing (debounce). The benchmark waits for each answer (real time) before typing on.
+  The server cannot see the simulated clock, so its own debounce is off
+  (``debounceMs: 0``; a ``debounceN`` layout sets it): ``fastcoder bench live`` types
+  in real time and measures it.
 * when the file is opened the editor places the cursor at the body and, as our clients
   do once the cursor stops moving, sends ``fastcoder/cursor`` there; the user looks at
   the file for ``--first-pause`` (1 s, real time) before the first request. With
@@ -35,9 +38,9 @@ file, every (method, layout) pair gets a fresh server and the same keystrokes. L
 ``plain`` the CPU matmul path (``packWeights`` on / off), ``noprune`` verifies drafts below a
 line end in single-line completions (``engine.pruneAtLineEnd`` off), ``nomerge`` prefills a
 keystroke's new prompt tokens before the first step instead of in it
-(``engine.mergePromptTail`` 0), ``nowarm`` turns ``warmAtCursor`` off; any other name is sent
-as the ``promptLayout`` initialization option; parts join with ``+``
-(``psm+nocontext``). Results are keyed ``METHOD`` for
+(``engine.mergePromptTail`` 0), ``nowarm`` turns ``warmAtCursor`` off, ``debounceN``
+sets ``debounceMs`` N; any other name is sent as the ``promptLayout`` initialization
+option; parts join with ``+`` (``psm+nocontext``). Results are keyed ``METHOD`` for
 the first layout listed and ``METHOD@LAYOUT`` for the others; "same text as AR" and
 "slower than AR" compare a key with the AR of its own layout, and a line per method
 compares the layouts (model-run p50 ratio first/other, median prefilled tokens).
@@ -483,7 +486,9 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
     def _show(params: Any) -> None:
         print(f"server: {params.message}", file=sys.stderr)
 
-    options = server_options(args)
+    # the simulated client waited DEBOUNCE_S before the request, on a clock the server
+    # cannot see: its own debounce would wait again in real time (bench live measures it)
+    options = {"debounceMs": 0, **server_options(args)}
     cmd = [sys.executable, "-m", "fastcoder_cli", "serve", "--model", options["model"], "--dtype", args.dtype,
            "--device", args.device, "--method", args.method]  # fmt: skip
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
@@ -790,7 +795,8 @@ def layout_options(layout: str) -> dict[str, Any]:
     context on / off), ``middle`` (on, ``contextPlacement`` before-middle), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
     (``engine.pruneAtLineEnd`` off), ``nomerge`` (``engine.mergePromptTail`` 0), ``nowarm``
     (``warmAtCursor`` off: the cursor notification is ignored), ``windowN``
-    (``maxPromptTokens`` N, e.g. ``window1024``), ``earlyN`` (``earlyAnswerMs`` N), ``debounceN`` (``debounceMs`` N), ``model=NAME`` (the server
+    (``maxPromptTokens`` N, e.g. ``window1024``), ``earlyN`` (``earlyAnswerMs`` N),
+    ``debounceN`` (``debounceMs`` N), ``model=NAME`` (the server
     runs model NAME instead of ``--model``), or a combination joined by ``+`` (``psm+nocontext``)."""
     options: dict[str, Any] = {}
     for part in layout.split("+"):

@@ -11,8 +11,8 @@ One request, in order:
    accepting the shown one (outcome ``ready``);
 3. a generation for the very same cursor state already queued or running (an inline
    completion and a completion of one keystroke, or the background one) -> share it;
-4. otherwise the adaptive debounce (``debounceMs``) waits, if at all, and a newer
-   request supersedes the document's older one (its cancel event is set, its waiters
+4. otherwise the debounce (``debounceMs``: until the document has been still 50 ms)
+   waits, if at all, and a newer request supersedes the document's older one (its cancel event is set, its waiters
    are answered at once) and a generation is queued on the model thread: the prompt
    in the document's layout (:mod:`lsp_server.prompt`: anchored + token healing by
    default), the engine with the document's session (KV prefix reuse, chunked
@@ -37,7 +37,6 @@ import asyncio
 import functools
 import logging
 import time
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -72,6 +71,16 @@ class Outcome:
 
 PREFETCH_AFTER_S = 0.15
 """A background suggestion starts once the document has been still this long."""
+AUTO_DEBOUNCE_S = 0.05
+"""``debounceMs: auto``: a request runs the model once the document has been still this
+long: VS Code's own inline-completion debounce, so a request from VS Code starts at once,
+and a client that asks at every keystroke gets the same wait. Measured in live typing
+(``fastcoder bench live``, real keystroke times, 4 files, 150 keys each): the former
+``auto`` (1.5 typing intervals less the recent model-run latency) delayed every model
+run by what the model saved, so FastCoder's suggestions showed no sooner than AR's
+(felt latency at pauses where the model ran, p50: FastCoder 310 ms, AR 346); starting at
+once: FastCoder 199 ms, AR 326, for 2-11% more model-thread time (cancelled runs stop
+within a forward pass). docs/bench/live-s18-debounce."""
 REST_WAIT_S = 30.0
 """How long a resting cursor's background suggestion waits for a busy model thread."""
 REFERENCE_TOKENS = 4096
@@ -155,7 +164,6 @@ class Completer:
         self.context = ContextBuilder()
         self._special: dict[int, set[int]] = {}
         self._reference: dict[str, tuple[str, list[int]]] = {}  # uri -> (reference text, ids)
-        self.model_latency: deque[float] = deque(maxlen=20)  # recent model-run answers (s)
 
     async def complete(self, doc: DocumentState, ctx: CursorContext, invoked: bool = False) -> Outcome:
         """The suggestion at ``ctx``. ``invoked``: the user asked explicitly (no debounce,
@@ -241,7 +249,6 @@ class Completer:
             reason = "loading" if not self.host.ready else "superseded"
             return Outcome("", ctx.mode, reason, stats, seconds)
         self.metrics.latency(seconds)
-        self.model_latency.append(seconds)
         self.metrics.outcome("early" if early else ("suggestion" if text else "empty"))
         return Outcome(text, ctx.mode, ("early" if early else "ok") if text else "empty", stats, seconds)
 
@@ -297,19 +304,11 @@ class Completer:
         return inflight
 
     def debounce_s(self, doc: DocumentState, settings: ServerSettings) -> float:
-        """How long to wait before running the model (``debounceMs``). ``auto``: one and
-        a half typing intervals of this document, between 100 and 400 ms, less the
-        recent model-run latency (a slow model starts at once: a superseded run stops
-        within a prefill chunk and leaves its prefilled tokens in the KV cache); the
-        time since the last change already counts."""
+        """How long to wait before running the model for a request (``debounceMs``):
+        until that long has passed since the document last changed. ``auto``:
+        :data:`AUTO_DEBOUNCE_S`."""
         value = settings.debounce_ms
-        if value == "auto":
-            interval = doc.typing.interval if doc.typing.interval is not None else 0.15
-            recent = sorted(self.model_latency)
-            expected = recent[len(recent) // 2] if recent else 0.0
-            target = min(0.4, max(0.1, 1.5 * interval)) - expected
-        else:
-            target = float(value) / 1000.0
+        target = AUTO_DEBOUNCE_S if value == "auto" else float(value) / 1000.0
         if target <= 0:
             return 0.0
         return max(0.0, target - (time.monotonic() - doc.typing.changed_at))

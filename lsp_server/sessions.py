@@ -106,21 +106,13 @@ class Answers:
 
 
 class TypingClock:
-    """When a document last changed and the typing interval (an exponential mean of
-    the gaps between changes shorter than ``PAUSE_S``)."""
-
-    PAUSE_S = 2.0
+    """When a document last changed (the debounce counts from it)."""
 
     def __init__(self) -> None:
         self.changed_at = 0.0
-        self.interval: float | None = None
 
     def changed(self, now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
-        gap = now - self.changed_at
-        if self.changed_at and 0 < gap < self.PAUSE_S:
-            self.interval = gap if self.interval is None else 0.7 * self.interval + 0.3 * gap
-        self.changed_at = now
+        self.changed_at = time.monotonic() if now is None else now
 
 
 @dataclass

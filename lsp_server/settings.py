@@ -58,10 +58,11 @@ promptLayout       ``anchored``                 anchored: the prompt ends with t
                                                 prompt (a few tokens prefilled per keystroke); psm:
                                                 prefix, suffix, middle (the suffix is prefilled again
                                                 at every keystroke). See lsp_server/prompt.py
-debounceMs         ``auto``                     wait before running the model for a request: a number
-                                                of ms (0: none), or auto: 1.5 typing intervals of the
-                                                document (100-400 ms) less the recent model-run
-                                                latency, less the time since the last change
+debounceMs         ``auto``                     wait before running the model for a request until the
+                                                document has been still this many ms (0: none); auto:
+                                                50 ms, VS Code's own inline debounce (a request from
+                                                VS Code starts at once; measured in live typing, see
+                                                lsp_server/complete.py AUTO_DEBOUNCE_S)
 prefetch           true                         when a suggestion is shown and the model is idle,
                                                 compute the one after accepting it (and its first
                                                 line) in the background; any request cancels it

@@ -33,7 +33,7 @@ export interface FastCoderSettings {
     pythonPath: string;
     /** Prompt layout: `anchored` (typing only extends the prompt) or `psm`. */
     promptLayout: string;
-    /** Wait before a model run: `auto` (adapts to the typing interval and latency) or ms. */
+    /** Wait before a model run until the document has been still: `auto` (50 ms) or ms. */
     debounceMs: number | 'auto';
     /** Compute the suggestion after accepting the shown one in the background. */
     prefetch: boolean;
