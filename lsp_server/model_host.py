@@ -11,13 +11,23 @@ per-thread arenas, so the server's RSS crept up with the requests it served alth
 nothing held the memory. The host limits glibc to :data:`MALLOC_ARENAS` arenas and
 returns free memory to the system (``malloc_trim``) when the model thread falls idle,
 at most once per :data:`TRIM_EVERY_S` seconds (no-ops without glibc).
+
+Garbage collection: the model, its tokenizer and the libraries behind them leave millions
+of long-lived Python objects, and each full (generation 2) collection walked all of them:
+180-290 ms per collection (measured with ``gc.callbacks`` in a served process), a dozen
+while the server started, and any one of them later stalls the request it falls in. A
+load therefore runs with the collector paused, then collects once and freezes what is
+alive (``gc.freeze``: later collections skip it); the next load unfreezes first, so a
+replaced model's objects can be collected.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import ctypes.util
+import gc
 import logging
 import sys
 import threading
@@ -33,6 +43,18 @@ StatusFn = Callable[[str, str], None]
 MALLOC_ARENAS = 2
 TRIM_EVERY_S = 1.0
 _M_ARENA_MAX = -8  # glibc mallopt parameter
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """No garbage collection while a model loads; what an earlier load froze (``gc.freeze``)
+    can be collected again."""
+    gc.unfreeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _glibc() -> Any:
@@ -105,22 +127,25 @@ class ModelHost:
         self.loaded = None
         if old is not None:
             old.close()
-        try:
-            loaded = load_model(spec, dtype=dtype, device=device, pack=pack, progress=False)
-            engine = Engine.from_loaded(loaded)
-            self._on_status("loading", f"measuring verification cost of {spec}")
-            engine.cost_curve()  # measured once per model/device/dtype, then cached on disk
-            _warm_up(engine)
-        except Exception as exc:  # a missing model, no network, bad dtype, ...
-            log.exception("loading %s failed", spec)
-            if seq == self._load_seq:
-                self.state = "error"
-                self.message = f"could not load model {spec}: {exc}"
-                self._on_status("error", self.message)
-            return
+        with _collector_paused():
+            try:
+                loaded = load_model(spec, dtype=dtype, device=device, pack=pack, progress=False)
+                engine = Engine.from_loaded(loaded)
+                self._on_status("loading", f"measuring verification cost of {spec}")
+                engine.cost_curve()  # measured once per model/device/dtype, then cached on disk
+                _warm_up(engine)
+            except Exception as exc:  # a missing model, no network, bad dtype, ...
+                log.exception("loading %s failed", spec)
+                if seq == self._load_seq:
+                    self.state = "error"
+                    self.message = f"could not load model {spec}: {exc}"
+                    self._on_status("error", self.message)
+                return
         if seq != self._load_seq:  # superseded while loading
             engine.close()
             return
+        gc.collect()
+        gc.freeze()  # the model's objects: out of later full collections' way
         self.loaded, self.engine = loaded, engine
         self.load_epoch += 1
         self.load_s = time.perf_counter() - t0
