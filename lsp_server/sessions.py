@@ -13,8 +13,7 @@ keystroke prefills only the tokens that changed. It also remembers:
   there too;
 * where its prompt's prefix started last time (sticky prompt start, for KV reuse) and
   the anchor of its last anchored prompt (:class:`lsp_server.prompt.Anchor`);
-* when it last changed and how fast the user types (:class:`TypingClock`, for the
-  adaptive debounce).
+* when it last changed (:class:`TypingClock`, for the debounce).
 
 KV caches are memory, so only the most recently used documents keep theirs: at most
 ``max_kv_documents`` of them and at most ``max_kv_bytes`` together (the document in use

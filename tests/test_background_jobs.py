@@ -1,5 +1,5 @@
 """The model thread's priorities: a background job (the prefetched suggestion) is
-cancelled by any foreground job, and the adaptive debounce's arithmetic."""
+cancelled by any foreground job, and the debounce's arithmetic."""
 
 from __future__ import annotations
 
