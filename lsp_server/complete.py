@@ -12,8 +12,9 @@ One request, in order:
 3. a generation for the very same cursor state already queued or running (an inline
    completion and a completion of one keystroke, or the background one) -> share it;
 4. otherwise the debounce (``debounceMs``: until the document has been still 50 ms)
-   waits, if at all, and a newer request supersedes the document's older one (its cancel event is set, its waiters
-   are answered at once) and a generation is queued on the model thread: the prompt
+   waits, if at all, and a newer request supersedes the document's older one (its
+   cancel event is set, its waiters are answered at once) and a generation is queued
+   on the model thread: the prompt
    in the document's layout (:mod:`lsp_server.prompt`: anchored + token healing by
    default), the engine with the document's session (KV prefix reuse, chunked
    prefill that stops when superseded, CACHE), stop rules (:mod:`lsp_server.stops`),
