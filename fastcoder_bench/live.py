@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import random
 import sys
 import tempfile
 import time
@@ -150,7 +151,7 @@ def type_live(args: argparse.Namespace, task: Task, ws: Path) -> dict[str, Any]:
         first = ask(-1)
         client.wait(first, timeout=args.ready_timeout)
         before = client.command("fastcoder.stats")["result"]
-        script = keystrokes(task.body, __import__("random").Random(args.seed), autoclose=True)
+        script = keystrokes(task.body, random.Random(args.seed), autoclose=True)
         if args.max_keys:
             script = script[: args.max_keys]
         times: list[float] = []
@@ -162,11 +163,10 @@ def type_live(args: argparse.Namespace, task: Task, ws: Path) -> dict[str, Any]:
             pending = None
             if k.insert:
                 version += 1
-                a, b = utf16_pos(buffer, cursor), utf16_pos(buffer, cursor)
+                at = position()  # an insertion at the cursor
                 client.notify("textDocument/didChange", {
                     "textDocument": {"uri": uri, "version": version},
-                    "contentChanges": [{"range": {"start": {"line": a[0], "character": a[1]},
-                                                  "end": {"line": b[0], "character": b[1]}}, "text": k.insert}]})  # fmt: skip
+                    "contentChanges": [{"range": {"start": at, "end": at}, "text": k.insert}]})  # fmt: skip
                 buffer = buffer[:cursor] + k.insert + buffer[cursor:]
             cursor += k.cursor_after
             t = time.monotonic()
