@@ -57,8 +57,8 @@ from typing import Any
 from fastcoder_bench.lsp_client import StdioClient, server_command
 from fastcoder_bench.output import recording
 from fastcoder_bench.replay import (
-    DEFAULT_LAYOUT, Key, Task, _names, _tasks, keystrokes, load_average, run_key, run_order, server_options, task_workspace,
-    utf16_pos,
+    Key, Task, _names, _tasks, add_typing_args, check_typing_args, keystrokes, load_average, run_key, run_order,
+    server_options, task_workspace, utf16_pos,
 )  # fmt: skip
 
 CLIENT_DEBOUNCE_S = 0.050  # VS Code's InlineCompletionsModel: debounce min = max = 50 ms
@@ -289,34 +289,13 @@ def table(summaries: dict[str, dict[str, Any]], pause_ms: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="fastcoder bench live", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--files", type=int, default=4, help="files (functions) of the repo suite's projects to type (default 4)")
-    ap.add_argument("--file", type=Path, help="type one function of this Python file instead")
-    ap.add_argument("--function", help="with --file: the function whose body is typed")
-    ap.add_argument("--min-chars", type=int, default=150)
-    ap.add_argument("--max-chars", type=int, default=700)
-    ap.add_argument("--open-others", type=int, default=1)
-    ap.add_argument("--model", default="qwen2.5-coder-0.5b")
-    ap.add_argument("--dtype", default="auto")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--methods", "--method", dest="methods", default="ar,fastcoder")
-    ap.add_argument("--layouts", "--layout", dest="layouts", default=DEFAULT_LAYOUT,
-                    help="server variants side by side, as the replay's (e.g. default,debounce0)")
-    ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--max-prompt-tokens", type=int, default=2048)
-    ap.add_argument("--time-budget-ms", type=int, default=2000)
-    ap.add_argument("--engine", default="", metavar="JSON", help="engine options sent to the server")
-    ap.add_argument("--no-reuse", action="store_true")
-    ap.add_argument("--no-common", action="store_true")
-    ap.add_argument("--max-keys", type=int, default=150, help="keystrokes per file (default 150; 0: the whole body)")
-    ap.add_argument("--first-pause", type=float, default=1.0, help="seconds the user looks at the file before the first request")
-    ap.add_argument("--client-debounce-ms", type=float, default=1000 * CLIENT_DEBOUNCE_S)
+    add_typing_args(ap)
+    ap.set_defaults(dtype="auto", max_keys=150)
+    ap.add_argument("--client-debounce-ms", type=float, default=1000 * CLIENT_DEBOUNCE_S,
+                    help="the editor asks this long after the last change (default 50: VS Code's)")
     ap.add_argument("--pause-ms", type=float, default=500.0, help="a gap this long is a pause: the user looks for a suggestion")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--ready-timeout", type=float, default=900)
-    ap.add_argument("--out", type=Path, default=None, metavar="DIR")
     args = ap.parse_args(argv)
-    if args.function and not args.file:
-        ap.error("--function needs --file")
+    check_typing_args(ap, args)
     with recording(args.out, "live", argparse.Namespace(**vars(args)), argv) as rec:
         rec.results = _run(args, rec)
     return 0

@@ -1151,10 +1151,9 @@ def rescore(path: Path) -> dict[str, Any]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="fastcoder bench replay", description=__doc__.splitlines()[0])
-    ap.add_argument("--rescore", type=Path, metavar="REPORT_JSON",
-                    help="run nothing: the model-run figures of an earlier run, from its report.json's samples")
+def add_typing_args(ap: argparse.ArgumentParser) -> None:
+    """The arguments the replay and ``bench live`` share: which files are typed, the
+    server each (method, layout) gets, the typing script's seed, ``--out``."""
     ap.add_argument("--files", type=int, default=4, help="files (functions) of the repo suite's projects to type (default 4)")
     ap.add_argument("--file", type=Path, help="type one function of this Python file instead")
     ap.add_argument("--function", help="with --file: the function whose body is typed")
@@ -1170,12 +1169,6 @@ def main(argv: list[str] | None = None) -> int:
                     help="prompt layouts, comma-separated, run side by side (default: default = the server's own, "
                          "no promptLayout option sent; context / nocontext: cross-file context on / off; any other name is sent as "
                          "promptLayout, e.g. anchored, psm; parts join with +, e.g. psm+nocontext)")
-    ap.add_argument("--accept", action="store_true",
-                    help="the user presses Tab on a suggestion that is what they type next, then types on; "
-                         "the editor asks again at once (after-accept requests)")
-    ap.add_argument("--accept-delay-ms", type=float, default=1000.0,
-                    help="with --accept: real time the user takes to read a suggestion before Tab (default 1000 ms; "
-                         "0: at once, the hardest case for the background suggestion)")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--max-prompt-tokens", type=int, default=2048, help="the server's context window (maxPromptTokens)")
     ap.add_argument("--time-budget-ms", type=int, default=2000)
@@ -1183,26 +1176,16 @@ def main(argv: list[str] | None = None) -> int:
                     help='engine options for every server, e.g. \'{"maxDraftTokens": 16}\' (DecodeConfig fields)')
     ap.add_argument("--no-reuse", action="store_true", help="turn off typed-through reuse of the last suggestion")
     ap.add_argument("--no-common", action="store_true", help="no D_c (stdlib datastore)")
-    ap.add_argument("--no-autoclose", action="store_true", help="the editor does not auto-close brackets")
-    ap.add_argument("--max-keys", type=int, default=0, help="type only this many keystrokes per file")
+    ap.add_argument("--max-keys", type=int, default=0, help="type only this many keystrokes per file (0: the whole body)")
     ap.add_argument("--first-pause", type=float, default=1.0,
                     help="seconds (real time) the user looks at the opened file before typing")
-    ap.add_argument("--open-at-top", type=float, default=0.0, metavar="SECONDS",
-                    help="the editor opens each file with the cursor at its top for SECONDS (real time), then jumps "
-                         "to the function: the first request is then one after a jump inside an open document (default 0: "
-                         "opened at the function)")  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ready-timeout", type=float, default=900)
-    ap.add_argument("--json", type=Path, help="also write the summaries and every sample here")
-    ap.add_argument("-v", "--verbose", action="store_true", help="print every request")
     ap.add_argument("--out", type=Path, default=None, metavar="DIR", help="write DIR/report.json and DIR/report.md")
-    args = ap.parse_args(argv)
-    if args.rescore:
-        rescore(args.rescore)
-        return 0
-    import logging
 
-    logging.getLogger("pygls").setLevel(logging.WARNING)  # not every message of the client
+
+def check_typing_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``ap.error`` for what :func:`add_typing_args` parsed but cannot run."""
     if args.engine:
         try:
             if not isinstance(json.loads(args.engine), dict):
@@ -1216,6 +1199,34 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--methods: distinct names without '@'")
     if not layouts or any("@" in x for x in layouts) or len(set(layouts)) != len(layouts):
         ap.error("--layouts: distinct names without '@'")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="fastcoder bench replay", description=__doc__.splitlines()[0])
+    ap.add_argument("--rescore", type=Path, metavar="REPORT_JSON",
+                    help="run nothing: the model-run figures of an earlier run, from its report.json's samples")
+    add_typing_args(ap)
+    ap.add_argument("--accept", action="store_true",
+                    help="the user presses Tab on a suggestion that is what they type next, then types on; "
+                         "the editor asks again at once (after-accept requests)")
+    ap.add_argument("--accept-delay-ms", type=float, default=1000.0,
+                    help="with --accept: real time the user takes to read a suggestion before Tab (default 1000 ms; "
+                         "0: at once, the hardest case for the background suggestion)")
+    ap.add_argument("--no-autoclose", action="store_true", help="the editor does not auto-close brackets")
+    ap.add_argument("--open-at-top", type=float, default=0.0, metavar="SECONDS",
+                    help="the editor opens each file with the cursor at its top for SECONDS (real time), then jumps "
+                         "to the function: the first request is then one after a jump inside an open document (default 0: "
+                         "opened at the function)")  # fmt: skip
+    ap.add_argument("--json", type=Path, help="also write the summaries and every sample here")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every request")
+    args = ap.parse_args(argv)
+    if args.rescore:
+        rescore(args.rescore)
+        return 0
+    import logging
+
+    logging.getLogger("pygls").setLevel(logging.WARNING)  # not every message of the client
+    check_typing_args(ap, args)
     with recording(args.out, "replay", argparse.Namespace(**vars(args)), argv) as rec:
         rec.results = _run(args, rec)
     return 0

@@ -304,7 +304,8 @@ class Completer:
         doc.inflight = inflight
         return inflight
 
-    def debounce_s(self, doc: DocumentState, settings: ServerSettings) -> float:
+    @staticmethod
+    def debounce_s(doc: DocumentState, settings: ServerSettings) -> float:
         """How long to wait before running the model for a request (``debounceMs``):
         until that long has passed since the document last changed. ``auto``:
         :data:`AUTO_DEBOUNCE_S`."""

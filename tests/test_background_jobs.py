@@ -75,15 +75,15 @@ def test_debounce_waits_until_the_document_has_been_still():
     doc = SimpleNamespace(typing=TypingClock())
     settings = SimpleNamespace(debounce_ms="auto")
     doc.typing.changed()  # a request right after a keystroke (a client that does not debounce)
-    assert AUTO_DEBOUNCE_S - 0.02 < Completer.debounce_s(None, doc, settings) <= AUTO_DEBOUNCE_S
+    assert AUTO_DEBOUNCE_S - 0.02 < Completer.debounce_s(doc, settings) <= AUTO_DEBOUNCE_S
     doc.typing.changed(time.monotonic() - AUTO_DEBOUNCE_S)  # VS Code asks 50 ms after the change
-    assert Completer.debounce_s(None, doc, settings) == 0.0
+    assert Completer.debounce_s(doc, settings) == 0.0
     settings.debounce_ms = 0
     doc.typing.changed()
-    assert Completer.debounce_s(None, doc, settings) == 0.0
+    assert Completer.debounce_s(doc, settings) == 0.0
     settings.debounce_ms = 300
     doc.typing.changed(time.monotonic() - 0.1)
-    assert 0.15 < Completer.debounce_s(None, doc, settings) <= 0.2
+    assert 0.15 < Completer.debounce_s(doc, settings) <= 0.2
 
 
 def test_the_warm_up_builds_what_the_first_request_would_pay_for(tiny_model, tiny_tokenizer):
