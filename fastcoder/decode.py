@@ -2,7 +2,8 @@
 
 Read top to bottom::
 
-    first = prefill(prompt)                      # KV prefix reuse via the session; or, when at
+    first = prefill(prompt)                      # KV prefix reuse via the session (its cache or
+                                                 # its spare, whichever holds more); or, when at
                                                  # most merge_prompt_tail tokens are not cached,
                                                  # no prefill: they ride in the first step
     while not stopped:
@@ -124,6 +125,7 @@ def generate(
         # document whose prompt the session holds); otherwise the prefill runs them all
         # and its last row gives the first token, as AR's
         tail: list[int] = []
+        session.take_longest(list(prompt_ids))  # its spare cache may hold more of this prompt
         if config.max_new_tokens > 0 and config.merge_prompt_tail > 0:
             uncached = verifier.begin(session.kv, prompt_ids, reserve=config.max_new_tokens)
             if uncached <= config.merge_prompt_tail:

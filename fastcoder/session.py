@@ -2,7 +2,11 @@
 
 The server keeps one per open document. It owns the FastCoder CACHE (verified
 retrieved sequences and chunks of the model's own output), the missing table, the
-skip-token RNG and the KV cache of the last prompt (for prefix reuse).
+skip-token RNG and the KV cache of the last prompt (for prefix reuse), and a *spare* KV
+cache that a caller may fill ahead of time with the start of a prompt it expects (the
+server prefills a long document's next prompt window there in idle time): a generation
+runs on whichever of the two shares the longer token prefix with its prompt
+(:meth:`Session.take_longest`).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ class Session:
         self.rng = random.Random(cfg.seed)
         self.weights = SourceWeights(cfg.weight_decay)  # learned trie weight per draft source
         self.kv = KVState()
+        self.spare = KVState()  # filled ahead of time by a caller; swapped in by take_longest
         # how likely drafts are to be accepted, learned by the draft budget
         # (budget.AcceptanceModel), carried from one generation to the next
         self.acceptance = AcceptanceModel()
@@ -68,8 +73,19 @@ class Session:
         self.missing.clear()
         self.weights.clear()
         self.kv.reset()
+        self.spare.reset()
         self.acceptance = AcceptanceModel()
         self.draft_cost = DraftCost()
+
+    def take_longest(self, ids: list[int]) -> None:
+        """Make :attr:`kv` the cache holding the longer common token prefix with ``ids``
+        (the other becomes :attr:`spare`); a tie keeps :attr:`kv`."""
+        if self.spare.ids and self.spare.common(ids) > self.kv.common(ids):
+            self.kv, self.spare = self.spare, self.kv
+
+    def kv_states(self) -> tuple[KVState, KVState]:
+        """Both KV caches (memory accounting, eviction)."""
+        return self.kv, self.spare
 
 
 @dataclass

@@ -225,6 +225,13 @@ class KVState:
         """Keep the first ``n`` held tokens (rows beyond are simply overwritten later)."""
         del self.ids[n:]
 
+    def common(self, ids: Sequence[int]) -> int:
+        """How many of ``ids``, from the first, this cache holds already."""
+        held, n, i = self.ids, min(len(self.ids), len(ids)), 0
+        while i < n and held[i] == ids[i]:
+            i += 1
+        return i
+
 
 class Margins:
     """The top-2 logit margins of the tokens one step emitted, still where the step
@@ -477,6 +484,7 @@ class Verifier:
         *,
         allowed: Sequence[int] | None = None,
         cancel: "threading.Event | None" = None,
+        chunk: int | None = None,
     ) -> tuple[int | None, int, float | None]:
         """Make ``kv`` hold ``ids`` and compute the greedy next token.
 
@@ -488,10 +496,12 @@ class Verifier:
         generated token must start with the text taken back from the prompt).
         ``cancel``: checked between chunks; when set, the chunks done so far stay in
         ``kv`` (a later prompt with the same start reuses them) and the token is None.
+        ``chunk``: at most this many tokens per forward (default ``prefill_chunk``): a
+        background prefill that a request may have to wait for takes smaller bites.
         Returns (next token, tokens actually prefilled, margin).
         """
         with self._lock, torch.inference_mode():
-            return self._prefill(kv, ids, reserve, allowed, cancel)
+            return self._prefill(kv, ids, reserve, allowed, cancel, chunk)
 
     def begin(self, kv: KVState, ids: Sequence[int], reserve: int | None = None) -> int:
         """Keep the longest common prefix of ``kv`` and ``ids`` in place (at most all but
@@ -504,18 +514,16 @@ class Verifier:
     def _begin(self, kv: KVState, ids: list[int], reserve: int | None) -> int:
         if not ids:
             raise ValueError("empty prompt")
-        common = 0
-        limit = min(len(kv.ids), len(ids) - 1)
-        while common < limit and kv.ids[common] == ids[common]:
-            common += 1
+        common = min(kv.common(ids), len(ids) - 1)
         kv.truncate(common)
         reserve = DEFAULT_RESERVE if reserve is None else max(0, int(reserve))
         self._ensure(kv, common, len(ids) + reserve + self.buckets[-1])
         kv.cache.length = common
         return len(ids) - common
 
-    def _prefill(self, kv: KVState, ids: Sequence[int], reserve: int | None, allowed=None, cancel=None):
+    def _prefill(self, kv: KVState, ids: Sequence[int], reserve: int | None, allowed=None, cancel=None, chunk=None):
         ids = [int(t) for t in ids]
+        size = self.prefill_chunk if chunk is None else max(1, min(int(chunk), self.prefill_chunk))
         n = self._begin(kv, ids, reserve)
         common = len(ids) - n
         cache = kv.cache
@@ -524,7 +532,7 @@ class Verifier:
         while start < len(ids):
             if cancel is not None and cancel.is_set() and start > common:
                 return None, start - common, None
-            end = min(len(ids), start + self.prefill_chunk)
+            end = min(len(ids), start + size)
             cache.length = start
             logits = self._prefill_chunk(cache, ids, start, end)
             kv.ids = ids[:end]  # what is prefilled stays, even if the next chunk is cancelled

@@ -216,8 +216,9 @@ def _sleep_until(t: float) -> None:
 
 
 def _busy_s(stats: dict[str, Any]) -> float:
-    """Seconds the model thread ran generations (answering and background ones)."""
-    parts = [stats.get("total") or {}, stats.get("prefetch") or {}]
+    """Seconds the model thread ran generations (answering and background ones) and
+    idle-time window prefills."""
+    parts = [stats.get("total") or {}, stats.get("prefetch") or {}, stats.get("window") or {}]
     return sum(((p.get("prefillMs") or 0.0) + (p.get("decodeMs") or 0.0)) / 1000 for p in parts)
 
 
@@ -231,9 +232,11 @@ def summarize(runs: list[dict[str, Any]], pause_s: float) -> dict[str, Any]:
         never = float("inf")
         lat = [s["latency"] if s["latency"] is not None else never for s in group]
         p50, p95 = _rank(lat, 0.5), _rank(lat, 0.95)
-        return {"n": len(group), "shown_share": (sum(x != never for x in lat) / len(lat)) if lat else None,
+        shown = [x for x in lat if x != never]
+        return {"n": len(group), "shown_share": (len(shown) / len(lat)) if lat else None,
                 "p50_ms": None if p50 is None or p50 == never else 1000 * p50,
-                "p95_ms": None if p95 is None or p95 == never else 1000 * p95}  # fmt: skip
+                "p95_ms": None if p95 is None or p95 == never else 1000 * p95,
+                "max_shown_ms": 1000 * max(shown) if shown else None}  # fmt: skip
 
     reqs = [q for r in runs for q in r["requests"] if q["key"] >= 0]
     delta = lambda r, *path: _get(r["after"], *path) - _get(r["before"], *path)  # noqa: E731
@@ -247,6 +250,9 @@ def summarize(runs: list[dict[str, Any]], pause_s: float) -> dict[str, Any]:
         "requests": len(reqs), "cancelled": sum(q["error"] == REQUEST_CANCELLED for q in reqs),
         "model_runs": sum(delta(r, "total", "generations") for r in runs),
         "background_runs": sum(delta(r, "prefetch", "generations") for r in runs),
+        "window_prefills": sum(delta(r, "window", "prefills") for r in runs),
+        "window_prefill_tokens": sum(delta(r, "window", "prefillTokens") for r in runs),
+        "prefill_tokens": sum(delta(r, "total", "prefillTokens") for r in runs),
         "busy_per_typed_s": (sum(_busy_s(r["after"]) - _busy_s(r["before"]) for r in runs) / typing_s) if typing_s else None,
         "first_ms": [r["first_ms"] for r in runs],
     }  # fmt: skip
@@ -272,17 +278,19 @@ def table(summaries: dict[str, dict[str, Any]], pause_ms: float) -> str:
             return "none" if not pct_ else "–"
         return f"{100 * v:.0f}%" if pct_ else f"{v:.0f}"
 
-    head = (f"| method | felt latency at pauses ≥ {pause_ms:.0f} ms: p50 / p95 ms (shown) | same, the model had to run "
+    head = (f"| method | felt latency at pauses ≥ {pause_ms:.0f} ms: p50 / p95 ms (shown) "
+            "| same, the model had to run: p50 / p95 / slowest shown ms "
             "| keys with a suggestion before the next | pause suggestion = typed next | requests (cancelled) "
-            "| model runs (background) | model busy per typed s |")  # fmt: skip
-    lines = [head, "|" + "---|" * 8]
+            "| model runs (background) | tokens prefilled: model runs / idle window | model busy per typed s |")  # fmt: skip
+    lines = [head, "|" + "---|" * 9]
     for k, s in summaries.items():
         p, m = s["pauses"], s["pauses_model"]
         lines.append(
             f"| {k} | {f(p['p50_ms'])} / {f(p['p95_ms'])} ({f(p['shown_share'], True)} of {p['n']}) "
-            f"| {f(m['p50_ms'])} / {f(m['p95_ms'])} ({f(m['shown_share'], True)} of {m['n']}) "
+            f"| {f(m['p50_ms'])} / {f(m['p95_ms'])} / {f(m.get('max_shown_ms'))} ({f(m['shown_share'], True)} of {m['n']}) "
             f"| {f(s['keys_shown_share'], True)} | {f(s['pause_match_share'], True)} | {s['requests']} ({s['cancelled']}) "
-            f"| {s['model_runs']:.0f} ({s['background_runs']:.0f}) | {s['busy_per_typed_s']:.2f} |"
+            f"| {s['model_runs']:.0f} ({s['background_runs']:.0f}) "
+            f"| {s.get('prefill_tokens', 0):.0f} / {s.get('window_prefill_tokens', 0):.0f} | {s['busy_per_typed_s']:.2f} |"
         )
     return "\n".join(lines)
 

@@ -38,7 +38,8 @@ file, every (method, layout) pair gets a fresh server and the same keystrokes. L
 ``plain`` the CPU matmul path (``packWeights`` on / off), ``noprune`` verifies drafts below a
 line end in single-line completions (``engine.pruneAtLineEnd`` off), ``nomerge`` prefills a
 keystroke's new prompt tokens before the first step instead of in it
-(``engine.mergePromptTail`` 0), ``nowarm`` turns ``warmAtCursor`` off, ``debounceN``
+(``engine.mergePromptTail`` 0), ``nowarm`` turns ``warmAtCursor`` off, ``noprepare``
+``prepareWindow``, ``debounceN``
 sets ``debounceMs`` N; any other name is sent as the ``promptLayout`` initialization
 option; parts join with ``+`` (``psm+nocontext``). Results are keyed ``METHOD`` for
 the first layout listed and ``METHOD@LAYOUT`` for the others; "same text as AR" and
@@ -170,9 +171,11 @@ def neighbours(path: Path, n: int) -> tuple[Path, ...]:
     return tuple(files[:n])
 
 
-def suite_tasks(n: int, seed: int | None, min_chars: int, max_chars: int, open_others: int) -> list[Task]:
+def suite_tasks(n: int, seed: int | None, min_chars: int, max_chars: int, open_others: int,
+                min_before: int = 0) -> list[Task]:  # fmt: skip
     """``n`` functions of the repo suite's pinned projects, from ``n`` different files
-    (projects taken round-robin, the suite's seeded order), bodies of a typable size."""
+    (projects taken round-robin, the suite's seeded order), bodies of a typable size,
+    with at least ``min_before`` characters of their file before them."""
     from fastcoder_bench.suite.projects import fetch_project, load_projects
     from fastcoder_bench.suite.repo import RepoCorpus
     from fastcoder_bench.suite.tasks import spread
@@ -192,7 +195,7 @@ def suite_tasks(n: int, seed: int | None, min_chars: int, max_chars: int, open_o
         if (name, span.path) in files:
             continue
         task = task_from_span(roots[name], span, name)
-        if not min_chars <= len(task.body) <= max_chars or not task.body.strip():
+        if not min_chars <= len(task.body) <= max_chars or not task.body.strip() or len(task.before) < min_before:
             continue
         task.others = neighbours(task.path, open_others)
         files.add((name, span.path))
@@ -780,6 +783,7 @@ NO_CONTEXT = "nocontext"
 CONTEXT = "context"
 MIDDLE = "middle"  # the cross-file context on, placed before the FIM middle token
 NO_WARM = "nowarm"  # warmAtCursor off: the server ignores where the cursor rests (an ablation)
+NO_PREPARE = "noprepare"  # prepareWindow off: no idle-time prefill of the window's next start (an ablation)
 PACKED, PLAIN = "packed", "plain"  # the CPU matmul path: packWeights on / off
 NO_LINE_PRUNE = "noprune"  # drafts below a line end verified even in single-line mode (an ablation)
 WINDOW = "window"  # windowN: maxPromptTokens N (the prompt window; windowN+context for both)
@@ -794,7 +798,8 @@ def layout_options(layout: str) -> dict[str, Any]:
     a ``promptLayout`` (``psm``, ``anchored``), ``context`` / ``nocontext`` (cross-file
     context on / off), ``middle`` (on, ``contextPlacement`` before-middle), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
     (``engine.pruneAtLineEnd`` off), ``nomerge`` (``engine.mergePromptTail`` 0), ``nowarm``
-    (``warmAtCursor`` off: the cursor notification is ignored), ``windowN``
+    (``warmAtCursor`` off: the cursor notification is ignored), ``noprepare`` (``prepareWindow``
+    off), ``windowN``
     (``maxPromptTokens`` N, e.g. ``window1024``), ``earlyN`` (``earlyAnswerMs`` N),
     ``debounceN`` (``debounceMs`` N), ``model=NAME`` (the server
     runs model NAME instead of ``--model``), or a combination joined by ``+`` (``psm+nocontext``)."""
@@ -812,6 +817,8 @@ def layout_options(layout: str) -> dict[str, Any]:
             options.setdefault("engine", {})["mergePromptTail"] = 0
         elif part == NO_WARM:
             options["warmAtCursor"] = False
+        elif part == NO_PREPARE:
+            options["prepareWindow"] = False
         elif part.startswith(WINDOW) and part[len(WINDOW):].isdigit():
             options["maxPromptTokens"] = int(part[len(WINDOW):])
         elif part.startswith(EARLY) and part[len(EARLY):].isdigit():
@@ -1159,6 +1166,9 @@ def add_typing_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--function", help="with --file: the function whose body is typed")
     ap.add_argument("--min-chars", type=int, default=150, help="suite functions: shortest body typed (characters)")
     ap.add_argument("--max-chars", type=int, default=700, help="suite functions: longest body typed (characters)")
+    ap.add_argument("--min-before", type=int, default=0,
+                    help="suite functions: fewest characters of the file before the function (e.g. 6000: files longer "
+                         "than the prompt window, whose start moves while a long body is typed)")
     ap.add_argument("--open-others", type=int, default=1, help="other files of the folder open in the editor (default 1)")
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
     ap.add_argument("--dtype", default="bfloat16")
@@ -1241,7 +1251,7 @@ def _tasks(args: argparse.Namespace) -> list[Task]:
         task.name = f"{args.file}::{function}"
         task.others = neighbours(args.file, args.open_others)
         return [task]
-    tasks = suite_tasks(args.files, None, args.min_chars, args.max_chars, args.open_others)
+    tasks = suite_tasks(args.files, None, args.min_chars, args.max_chars, args.open_others, args.min_before)
     if not tasks:
         raise SystemExit("no suite function fits --min-chars/--max-chars")
     return tasks

@@ -21,7 +21,11 @@ One request, in order:
    post-processing (:mod:`lsp_server.postprocess`);
 5. when a suggestion has been shown and the model thread is idle, the suggestion for
    the state after accepting it (then after accepting its first line) is computed at
-   the lowest priority (``prefetch``); any real request cancels it at once.
+   the lowest priority (``prefetch``); any real request cancels it at once;
+6. after that, in a document longer than the prompt window whose window's start must
+   move soon, the start it will move to is prefilled into the session's spare KV cache
+   (``prepareWindow``, same priority, small chunks), so the move costs what was typed
+   since, not a whole prefill.
 
 What FastCoder drafts from, besides the workspace's datastores: the prompt and the
 output so far (live context); the document's session CACHE, which holds this
@@ -37,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -50,7 +55,7 @@ from lsp_server.context import ContextBuilder, ContextState, fs_path
 from lsp_server.metrics import ServerMetrics
 from lsp_server.model_host import ModelHost
 from lsp_server.postprocess import document_indent_unit, finalize
-from lsp_server.prompt import CursorContext, Prompt, build_prompt, encode, fim_special_ids, place_context
+from lsp_server.prompt import CursorContext, Prompt, build_prompt, encode, fim_special_ids, place_context, plan_start
 from lsp_server.recall import after_accept, continues, recall, state_key, typed_through
 from lsp_server.sessions import DocumentState, Inflight, SessionRegistry, Suggestion
 from lsp_server.settings import ServerSettings
@@ -84,6 +89,11 @@ once: FastCoder 199 ms, AR 326, for 2-11% more model-thread time (cancelled runs
 within a forward pass). docs/bench/live-s18-debounce."""
 REST_WAIT_S = 30.0
 """How long a resting cursor's background suggestion waits for a busy model thread."""
+WINDOW_CHUNK = 32
+"""Tokens per forward when the next prompt window is prefilled in idle time: a request
+that arrives meanwhile waits for at most one such forward (on a 2-vCPU AMD EPYC in bf16
+with Qwen2.5-Coder-0.5B, ~0.1 s for 32 tokens against ~0.5 s for the 128 of a
+request's own prefill chunk)."""
 REFERENCE_TOKENS = 4096
 """Tokens of the reference: the text after the cursor beyond the FIM prompt's suffix,
 given to ``Engine.generate(reference=...)`` (the drafter's ``reference`` source)."""
@@ -333,6 +343,32 @@ class Completer:
             self.metrics.outcome("prefetched")  # one step ahead only: no prefetch of a prefetch
         elif text.strip():
             self._prefetch(doc, after_accept(ctx, text), settings)
+        self._prepare_window(doc, ctx, settings)  # after the prefetch (it starts first, if any)
+
+    def _prepare_window(self, doc: DocumentState, ctx: CursorContext, settings: ServerSettings,
+                        still: float | None = None) -> None:  # fmt: skip
+        """Loop thread: when the document's window start is planned to move
+        (``doc.planned_start``), prefill the planned window in the background into the
+        session's spare KV cache once the document has been still for
+        :data:`PREFETCH_AFTER_S` and the model thread is idle (it waits for a prefetch:
+        that one's end comes back here). Any request cancels it; the chunks done stay."""
+        if not (settings.prepare_window and settings.enabled and self.host.ready) or doc.planned_start is None:
+            return
+        if still is None:
+            stamp = doc.typing.changed_at
+            asyncio.get_running_loop().call_later(
+                PREFETCH_AFTER_S,
+                lambda: self._prepare_window(doc, ctx, settings, stamp) if doc.typing.changed_at == stamp else None,
+            )
+            return
+        if doc.inflight is not None or doc.typing.changed_at != still or self.registry.get(doc.uri) is not doc:
+            return
+        if self.host.waiting() or self.host.busy is not None:
+            return
+        cancel = threading.Event()
+        job = self.host.submit(self._fill_window, doc, ctx, doc.planned_start, settings, self.host.load_epoch, cancel,
+                               label=f"window {doc.uri}", background=True, cancel=cancel)  # fmt: skip
+        job.add_done_callback(_log_failure)
 
     def _prefetch(self, doc: DocumentState, states: list[CursorContext], settings: ServerSettings,
                   still: float | None = None, enabled: bool | None = None) -> None:  # fmt: skip
@@ -504,6 +540,36 @@ class Completer:
             engine.verifier.prefill(doc.session.kv, ids[: min(k, len(ids))])
         self.metrics.outcome("warmed")
 
+    def _fill_window(self, doc: DocumentState, ctx: CursorContext, start: int, settings: ServerSettings, epoch: int,
+                     cancel: threading.Event) -> None:  # fmt: skip
+        """Model thread: prefill the start of the window planned at ``start`` (the FIM
+        prefix token and the text from ``start`` to the cursor's line, after the
+        cross-file context when it goes first) into the session's spare KV cache, in
+        :data:`WINDOW_CHUNK`-token forwards, until done or ``cancel`` (what is done
+        stays: the next idle time goes on from there)."""
+        engine, loaded = self.host.engine, self.host.loaded
+        if cancel.is_set() or engine is None or loaded is None or self.host.load_epoch != epoch:
+            return
+        if doc.planned_start != start or self.registry.get(doc.uri) is not doc:
+            return  # planned elsewhere since, or closed
+        tok = engine.tokenizer
+        head = ctx.prefix[: ctx.prefix.rfind("\n") + 1]
+        if not 0 < start < len(head):
+            return
+        ids = ([tok.convert_tokens_to_ids(loaded.fim.prefix)] if loaded.fim else []) + encode(tok, head[start:])
+        if settings.context_placement == "first" and doc.context is not None:
+            ids = doc.context.ids + ids
+        session = doc.session
+        if len(ids) < 2 or max(session.spare.common(ids), session.kv.common(ids)) >= len(ids) - 1:
+            return  # ready (in the spare, or the window has moved there already)
+        reserve = settings.max_prompt_tokens + settings.max_new_tokens - len(ids)  # room for the prompt it starts
+        t0 = time.perf_counter()
+        with session.lock:
+            first, done, _m = engine.verifier.prefill(session.spare, ids, reserve=max(0, reserve), cancel=cancel,
+                                                      chunk=WINDOW_CHUNK)  # fmt: skip
+        self.metrics.window_prefill(done, time.perf_counter() - t0)
+        self.metrics.outcome("window_prepared" if first is not None else "window_paused")
+
     # ------------------------------------------------------------------ model thread
     def document_context(self, doc: DocumentState, ctx: CursorContext, settings: ServerSettings, tokenizer: Any,
                          docs: Mapping[str, tuple[Any, str]], refresh: bool = False) -> ContextState | None:  # fmt: skip
@@ -532,6 +598,7 @@ class Completer:
             max_suffix_tokens=settings.max_suffix_tokens,
             sticky_start=doc.sticky_start, layout=layout, anchor=anchor,
             info=TokenInfo.for_tokenizer(tokenizer) if layout == "anchored" and loaded.fim else None, headroom=True,
+            planned_start=doc.planned_start if settings.prepare_window else None,
         )  # fmt: skip
 
     def special_ids(self, tokenizer: Any) -> set[int]:
@@ -558,7 +625,8 @@ class Completer:
         tok = engine.tokenizer
         context = self.document_context(doc, ctx, settings, tok, docs or {})
         prompt = self.document_prompt(doc, ctx, settings, loaded, tok, context)
-        if doc.sticky_start is not None and prompt.prefix_start != doc.sticky_start and context is doc.context:
+        if (doc.sticky_start is not None and prompt.prefix_start not in (doc.sticky_start, doc.planned_start)
+                and context is doc.context):  # fmt: skip
             # the prompt is prefilled from its start anyway: the context may follow the cursor
             fresh = self.document_context(doc, ctx, settings, tok, docs or {}, refresh=True)
             if fresh is not context and (fresh.ids if fresh else []) != (context.ids if context else []):
@@ -567,6 +635,7 @@ class Completer:
         doc.context = context
         doc.sticky_start = prompt.prefix_start
         doc.anchor = prompt.anchor
+        doc.planned_start = plan_start(tok, ctx.prefix, prompt, doc.planned_start) if settings.prepare_window else None
         context_ids = context.ids if context is not None else []
         heal = prompt.heal  # the output starts with it; the suggestion is what follows
         rules = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines)

@@ -76,6 +76,8 @@ class ServerMetrics:
         # background suggestions (prefetch) are counted apart: ``methods``, ``total`` and
         # ``last`` describe the generations that answered requests
         self.prefetch = MethodCounters()
+        # idle-time prefills of a document's next prompt window (prepareWindow)
+        self.window = {"prefills": 0, "prefillTokens": 0, "prefillMs": 0.0}
         self.latencies: deque[float] = deque(maxlen=keep_latencies)
         self.last: dict[str, Any] | None = None
 
@@ -90,6 +92,13 @@ class ServerMetrics:
     def latency(self, seconds: float) -> None:
         with self._lock:
             self.latencies.append(seconds)
+
+    def window_prefill(self, tokens: int, seconds: float) -> None:
+        """An idle-time prefill of a next prompt window (complete or paused)."""
+        with self._lock:
+            self.window["prefills"] += 1
+            self.window["prefillTokens"] += tokens
+            self.window["prefillMs"] += 1000.0 * seconds
 
     def generation(self, st: GenStats, kind: str, context_tokens: int = 0) -> None:
         with self._lock:
@@ -130,6 +139,7 @@ class ServerMetrics:
                 "methods": {k: v.to_json() for k, v in self.methods.items()},
                 "total": total.to_json(),
                 "prefetch": self.prefetch.to_json(),
+                "window": dict(self.window),
                 "latencyMs": {
                     "count": len(lat),
                     "p50": None if not lat else 1000.0 * _percentile(lat, 0.5),

@@ -39,6 +39,11 @@ Budgets:
   than the budget leaves the same headroom (``headroom``): filled to the budget, the
   next anchor had to move the start, and a moved start prefills the whole prompt again
   (~1,650 tokens, 3-4 s on a 2-core CPU with the 0.5B model).
+* The next move is *planned* (:func:`plan_start`): once little room is left, the start
+  the window will move to is chosen ahead (a line start leaving room for the typing
+  until the move), and the move goes there when it fits (``planned``). The server
+  prefills that window's start in idle time into the document's spare KV cache, so the
+  move prefills only what was typed since, not the whole prompt.
 * Mode: ``line`` (single-line suggestion) when text sits right of the cursor, else
   ``block`` (multi-line).
 """
@@ -124,6 +129,8 @@ class Anchor:
     suffix_ids: list[int]
     reserve: int
     """Most tokens typed since the anchor before a new anchor is set."""
+    prefix_budget: int = 0
+    """Most tokens the prefix could hold (``head_ids`` is at most this long)."""
 
 
 @dataclass
@@ -136,6 +143,8 @@ class Prompt:
     """Length of the suffix kept (characters of the real suffix, closers left out included)."""
     prefix_tokens: int
     suffix_tokens: int
+    prefix_budget: int = 0
+    """Most tokens the prefix could hold in this prompt (its window's size)."""
     heal: str = ""
     """Text taken back from the end of the prompt: the output starts with it (the
     suggestion is the output without it)."""
@@ -165,12 +174,27 @@ def _line_start_at_or_after(text: str, pos: int) -> int:
     return pos if nl < 0 else nl + 1
 
 
+def _fits(tokenizer: Any, prefix: str, start: int | None, budget: int) -> list[int] | None:
+    """The ids of ``prefix[start:]`` when ``start`` is a line start of ``prefix`` and
+    they fit ``budget``; else None."""
+    if start is None or not (0 <= start <= len(prefix)) or (start > 0 and prefix[start - 1] != "\n"):
+        return None
+    # cheap pre-check: a start further back than budget * max chars/token cannot fit
+    if len(prefix) - start > budget * _MAX_CHARS_PER_TOKEN:
+        return None
+    ids = encode(tokenizer, prefix[start:])
+    return ids if len(ids) <= budget else None
+
+
 def cut_prefix(
-    tokenizer: Any, prefix: str, budget: int, sticky: int | None = None, headroom: bool = False
+    tokenizer: Any, prefix: str, budget: int, sticky: int | None = None, headroom: bool = False,
+    planned: int | None = None,
 ) -> tuple[int, list[int]]:
     """Where the kept prefix starts (a line start where possible) and its ids.
 
     ``sticky``: the previous start; kept when it is a line start and what follows fits.
+    ``planned``: where the start was planned to move (:func:`plan_start`); taken when
+    the sticky start no longer fits and it does (a line start after ``sticky``).
     When the start must move (or, with ``headroom``, when there is no previous start and
     the prefix does not fit whole), it leaves :data:`_HEADROOM` of the budget free, so
     that the prefix can grow by that much before the start moves again (every move
@@ -179,12 +203,13 @@ def cut_prefix(
     """
     if budget <= 0:
         return len(prefix), []
-    if sticky is not None and 0 <= sticky <= len(prefix) and (sticky == 0 or prefix[sticky - 1] == "\n"):
-        # cheap pre-check: a start further back than budget * max chars/token cannot fit
-        if len(prefix) - sticky <= budget * _MAX_CHARS_PER_TOKEN:
-            ids = encode(tokenizer, prefix[sticky:])
-            if len(ids) <= budget:
-                return sticky, ids
+    ids = _fits(tokenizer, prefix, sticky, budget)
+    if ids is not None:
+        return sticky, ids
+    if sticky is not None and planned is not None and planned > sticky:
+        ids = _fits(tokenizer, prefix, planned, budget)
+        if ids is not None:
+            return planned, ids
     window = max(0, len(prefix) - budget * _MAX_CHARS_PER_TOKEN)
     tail = prefix[window:]
     ids, spans = _spans(tokenizer, tail)
@@ -203,6 +228,41 @@ def cut_prefix(
         start = nl + 1 if 0 <= nl < len(prefix) - 1 else start + max(1, (len(prefix) - start) // 8)
         ids = encode(tokenizer, prefix[start:])
     return start, ids
+
+
+def plan_start(tokenizer: Any, prefix: str, prompt: "Prompt", planned: int | None = None) -> int | None:
+    """Where the prefix window of a document being typed in will start after its next
+    move, or None while the move is not near (the window has more room left than
+    :func:`plan_horizon` says).
+
+    The plan is a line start whose text up to the cursor's line leaves the horizon and
+    one anchor's typing free in the prefix budget: the move comes when the prefix
+    outgrows the budget, at most that much later, so the planned start still fits then
+    (``cut_prefix(planned=...)``). ``planned``: the plan made for an earlier prompt,
+    kept while it still lies inside this prompt's prefix, so that what was prefilled
+    for it stays useful."""
+    budget = prompt.prefix_budget
+    horizon, step = plan_horizon(prompt)
+    if budget <= 0 or budget - prompt.prefix_tokens >= horizon:
+        return None
+    head = prefix[: prefix.rfind("\n") + 1]
+    if planned is not None and prompt.prefix_start < planned < len(head) and prefix[planned - 1] == "\n":
+        return planned
+    target = budget - horizon - step
+    if target <= 0:
+        return None
+    start, _ids = cut_prefix(tokenizer, head, target)
+    return start if prompt.prefix_start < start < len(head) else None
+
+
+def plan_horizon(prompt: "Prompt") -> tuple[int, int]:
+    """(horizon, step) in tokens for :func:`plan_start`: ``step`` is how much the prefix
+    can grow at once (an anchored prompt's reserve: a new anchor takes in up to that
+    many typed tokens; 0 otherwise), and the next start is planned once the prefix
+    budget has less room left than the horizon: :data:`_HEADROOM` of the budget or two
+    steps, whichever is more (time to prefill it in idle time before the move)."""
+    step = prompt.anchor.reserve if prompt.anchor is not None else 0
+    return max(int(_HEADROOM * prompt.prefix_budget), 2 * step), step
 
 
 def cut_suffix(tokenizer: Any, suffix: str, budget: int) -> tuple[int, list[int]]:
@@ -242,25 +302,28 @@ def build_prompt(
     anchor: Anchor | None = None,
     info: TokenInfo | None = None,
     headroom: bool = False,
+    planned_start: int | None = None,
 ) -> Prompt:
     """Token ids of the completion prompt for ``ctx`` within ``max_prompt_tokens``.
 
     The suffix gets ``suffix_share`` of the budget, at most ``max_suffix_tokens``.
     ``layout``: ``psm`` or ``anchored`` (``anchor``: the document's previous one;
     ``info``: the tokenizer's :class:`TokenInfo`, for token healing). ``headroom``: a
-    prompt of a document being typed in (:func:`cut_prefix`)."""
+    prompt of a document being typed in; ``planned_start``: where its window's start
+    was planned to move (:func:`cut_prefix`, :func:`plan_start`)."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown prompt layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     if fim is not None and layout == "anchored":
         return build_anchored(
             tokenizer, fim, ctx, max_prompt_tokens, suffix_share=suffix_share,
             max_suffix_tokens=max_suffix_tokens, previous=anchor, info=info, headroom=headroom,
+            planned=planned_start,
         )  # fmt: skip
     if fim is None:
-        start, pids = cut_prefix(tokenizer, ctx.prefix, max_prompt_tokens, sticky_start, headroom)
+        start, pids = cut_prefix(tokenizer, ctx.prefix, max_prompt_tokens, sticky_start, headroom, planned_start)
         if not pids:  # an empty document: give the model something to start from
             pids = encode(tokenizer, "\n")
-        return Prompt(pids, False, start, 0, len(pids), 0)
+        return Prompt(pids, False, start, 0, len(pids), 0, prefix_budget=max_prompt_tokens)
     special = [tokenizer.convert_tokens_to_ids(t) for t in (fim.prefix, fim.suffix, fim.middle)]
     budget = max(2, max_prompt_tokens - len(special))
     suffix_budget = int(budget * suffix_share)
@@ -268,9 +331,9 @@ def build_prompt(
         suffix_budget = min(suffix_budget, max_suffix_tokens)
     end, sids = cut_suffix(tokenizer, ctx.suffix, suffix_budget)
     prefix_budget = budget - len(sids)  # an unused suffix share goes to the prefix
-    start, pids = cut_prefix(tokenizer, ctx.prefix, prefix_budget, sticky_start, headroom)
+    start, pids = cut_prefix(tokenizer, ctx.prefix, prefix_budget, sticky_start, headroom, planned_start)
     ids = [special[0], *pids, special[1], *sids, special[2]]
-    return Prompt(ids, True, start, end, len(pids), len(sids))
+    return Prompt(ids, True, start, end, len(pids), len(sids), prefix_budget=prefix_budget)
 
 
 def prompt_suffix(ctx: CursorContext) -> tuple[int, str]:
@@ -314,6 +377,7 @@ def build_anchored(
     info: TokenInfo | None = None,
     typed_reserve: int = 128,
     headroom: bool = False,
+    planned: int | None = None,
 ) -> Prompt:
     """The anchored layout (module docstring): reuses ``previous`` when it still holds."""
     special = [tokenizer.convert_tokens_to_ids(t) for t in (fim.prefix, fim.suffix, fim.middle)]
@@ -347,8 +411,9 @@ def build_anchored(
             suffix_budget = min(suffix_budget, max_suffix_tokens)
         end, sids = cut_suffix(tokenizer, suffix_text, suffix_budget)
         sticky = previous.start if previous is not None and ctx.prefix.startswith(previous.head[: previous.start]) else None
-        start, pids = cut_prefix(tokenizer, head, max(0, budget - len(sids) - reserve), sticky, headroom)
-        anchor = Anchor(head, start, pids, suffix_text[:end], sids, reserve)
+        prefix_budget = max(0, budget - len(sids) - reserve)
+        start, pids = cut_prefix(tokenizer, head, prefix_budget, sticky, headroom, planned)
+        anchor = Anchor(head, start, pids, suffix_text[:end], sids, reserve, prefix_budget)
     typed = ctx.prefix[len(anchor.head) :]
     heal, allowed = "", None
     if info is not None:
@@ -361,7 +426,8 @@ def build_anchored(
     ids = [special[0], *anchor.head_ids, special[1], *anchor.suffix_ids, special[2], *mids]
     return Prompt(
         ids, True, anchor.start, skip + len(anchor.suffix_kept), len(anchor.head_ids),
-        len(anchor.suffix_ids), heal=heal, allowed=allowed, anchor=anchor, layout="anchored",
+        len(anchor.suffix_ids), prefix_budget=anchor.prefix_budget, heal=heal, allowed=allowed, anchor=anchor,
+        layout="anchored",
     )  # fmt: skip
 
 

@@ -11,8 +11,10 @@ keystroke prefills only the tokens that changed. It also remembers:
   of one ("typed-through") is answered at once, without the model. Suggestions the
   server computed in the background (the state after accepting the shown one) live
   there too;
-* where its prompt's prefix started last time (sticky prompt start, for KV reuse) and
-  the anchor of its last anchored prompt (:class:`lsp_server.prompt.Anchor`);
+* where its prompt's prefix started last time (sticky prompt start, for KV reuse), where
+  it is planned to start after the window's next move (its spare KV cache is prefilled
+  for it in idle time: :func:`lsp_server.prompt.plan_start`) and the anchor of its last
+  anchored prompt (:class:`lsp_server.prompt.Anchor`);
 * when it last changed (:class:`TypingClock`, for the debounce).
 
 KV caches are memory, so only the most recently used documents keep theirs: at most
@@ -24,7 +26,9 @@ the default settings (2,048-token prompts, 128 new tokens; a warm-up prefill res
 512) at most 3,072 rows. Qwen2.5-Coder-0.5B in bf16 takes 12,288 bytes per row (24
 layers x K,V x 2 KV heads x 64 x 2 bytes; SmolLM2-135M in fp32 46,080), so 37.7 MB per
 document: the 256 MiB default holds 6 documents' caches
-(``fastcoder.verifier.kv_bytes_per_token`` gives the figure for any model).
+(``fastcoder.verifier.kv_bytes_per_token`` gives the figure for any model). A document
+longer than the window also fills its session's spare cache ahead of a window move
+(``prepareWindow``): it counts against the same limits, and goes with the other.
 """
 
 from __future__ import annotations
@@ -41,6 +45,11 @@ from fastcoder.session import Session
 
 MAX_KV_DOCUMENTS = 8
 MAX_KV_BYTES = 256 * 2**20
+
+
+def session_kv_bytes(session: Any) -> int:
+    """Bytes held by both KV caches of a :class:`fastcoder.session.Session`."""
+    return sum(kv_bytes(kv) for kv in session.kv_states())
 
 
 def kv_bytes(kv: Any) -> int:
@@ -148,6 +157,7 @@ class DocumentState:
     inflight: Inflight | None = None
     answers: Answers = field(default_factory=Answers)
     sticky_start: int | None = None
+    planned_start: int | None = None  # where the window's start will move (lsp_server.prompt.plan_start)
     anchor: Any = None  # lsp_server.prompt.Anchor of the last anchored prompt
     context: Any = None  # lsp_server.context.ContextState: the cross-file context in its prompts
     typing: TypingClock = field(default_factory=TypingClock)
@@ -189,17 +199,18 @@ class SessionRegistry:
         self._docs.move_to_end(uri)
         used = 0
         for rank, doc in enumerate(reversed(list(self._docs.values()))):
-            size = kv_bytes(doc.session.kv)
+            size = session_kv_bytes(doc.session)
             if rank == 0 or doc.inflight is not None:  # in use: keeps its KV
                 used += size
             elif size and (rank >= self.max_kv_documents or used + size > self.max_kv_bytes):
-                doc.session.kv.release()  # frees the static cache
+                for kv in doc.session.kv_states():
+                    kv.release()  # frees the static caches
             else:
                 used += size
 
     def kv_bytes(self) -> int:
         """Bytes of KV cache held by all documents."""
-        return sum(kv_bytes(doc.session.kv) for doc in self._docs.values())
+        return sum(session_kv_bytes(doc.session) for doc in self._docs.values())
 
     def reset_all(self, config: DecodeConfig) -> None:
         """After a model change: every session starts again (KV and CACHE are per model)."""
@@ -207,6 +218,7 @@ class SessionRegistry:
             state.session = Session(config)
             state.answers.clear()
             state.sticky_start = None
+            state.planned_start = None
             state.anchor = None
 
     def cancel_all(self) -> None:

@@ -44,6 +44,11 @@ warmAtCursor       true                         when the client says where the c
                                                 (fastcoder/cursor), compute the suggestion there in the
                                                 background (lowest priority, as prefetch): its prompt is
                                                 prefilled before the first keystroke there
+prepareWindow      true                         in a document longer than the prompt window, prefill
+                                                the window's next start in idle time (lowest priority,
+                                                in small chunks) into a spare KV cache, so the window's
+                                                move (once per ~270 typed tokens) prefills only what
+                                                was typed since instead of the whole prompt
 workspaceIndex     true                         use D_r, the index of the workspace folders
 commonIndex        true                         use D_c, the standard library (built once per tokenizer)
 dependencyIndex    false                        use D_d, the workspace environment's site-packages
@@ -147,6 +152,7 @@ class ServerSettings:
     early_answer_ms: int | None = 0
     warm_on_open: bool = True
     warm_at_cursor: bool = True
+    prepare_window: bool = True
     workspace_index: bool = True
     common_index: bool = True
     dependency_index: bool = False
@@ -232,7 +238,7 @@ class ServerSettings:
                 self.body_time_budget_ms = None
         if not isinstance(self.suffix_share, (int, float)) or not 0.0 <= self.suffix_share <= 0.9:
             raise SettingsError(f"suffix_share must be between 0 and 0.9, got {self.suffix_share!r}")
-        for name in ("enabled", "reuse_suggestions", "warm_on_open", "warm_at_cursor", "workspace_index", "common_index",
+        for name in ("enabled", "reuse_suggestions", "warm_on_open", "warm_at_cursor", "prepare_window", "workspace_index", "common_index",
                      "dependency_index", "keep_whitespace", "prefetch", "cross_file_context"):  # fmt: skip
             if not isinstance(getattr(self, name), bool):
                 raise SettingsError(f"{name} must be true or false, got {getattr(self, name)!r}")

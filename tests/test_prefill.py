@@ -117,3 +117,43 @@ def test_every_drafter_keeps_the_first_token_constraint_lossless(tiny_model, tin
                 session=Session(DecodeConfig()), sources=sources, reference=ar[1:], first_allowed=allowed,
             )  # fmt: skip
             assert gen.tokens == ar, method
+
+
+@pytest.mark.parametrize("method", ["ar", "fastcoder"])
+def test_a_spare_cache_filled_ahead_serves_the_prompt_it_starts(tiny_model, tiny_tokenizer, method):
+    """A session's spare KV cache filled ahead of time with the start of a later prompt
+    (the server's next prompt window, prefilled in idle time in small chunks): the
+    generation for that prompt runs on it (the cache that holds more of the prompt),
+    prefills only the rest, and writes what a fresh session writes (fp32)."""
+    rng = random.Random(11)
+    vocab = len(tiny_tokenizer)
+    engine = Engine(tiny_model, tiny_tokenizer)
+    engine.verifier.prefill_chunk = 16
+    config = DecodeConfig(method=method, max_new_tokens=12, merge_prompt_tail=0)
+    old = _prompt(rng, 50, vocab)  # the window before the move
+    new = _prompt(rng, 40, vocab)  # the next window's start: a different first token on
+    session = Session(config)
+    engine.generate(old + [5, 6], config, session=session)
+    held = list(session.kv.ids)
+    cancel = threading.Event()
+    first, _, _ = engine.verifier.prefill(session.spare, new, cancel=cancel, chunk=3)
+    assert first is not None and session.spare.ids == new
+    prompt = new + _prompt(rng, 6, vocab)  # what was typed since the window was planned
+    gen = engine.generate(prompt, config, session=session)
+    fresh = engine.generate(prompt, config, session=Session(config))
+    assert gen.tokens == fresh.tokens
+    assert gen.stats.prefill_tokens == 6 and fresh.stats.prefill_tokens == len(prompt)
+    assert session.spare.ids == held  # the caches traded places: the old window is the spare now
+    # the old window again: it runs on the spare (the old cache) and prefills nothing new but its last token
+    again = engine.generate(old + [5, 6], config, session=session)
+    assert again.stats.prefill_tokens == 1
+
+
+def test_take_longest_keeps_the_cache_on_a_tie():
+    s = Session(DecodeConfig())
+    s.kv.ids, s.spare.ids = [1, 2, 3], [1, 2, 4]
+    kv, spare = s.kv, s.spare
+    s.take_longest([1, 2, 5])
+    assert s.kv is kv and s.spare is spare
+    s.take_longest([1, 2, 4, 9])
+    assert s.kv is spare and s.spare is kv

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from fastcoder.models import FimTokens
 from fastcoder.tokens import TokenInfo
-from lsp_server.prompt import CursorContext, build_prompt, heal_split, prompt_suffix
+from lsp_server.prompt import CursorContext, build_prompt, encode, heal_split, plan_start, prompt_suffix
 
 FIM = FimTokens("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")
 
@@ -51,8 +51,10 @@ def info(tok):
 class Editor:
     """A document with a cursor and the prompts the server would build for it."""
 
-    def __init__(self, tok, info, text: str, budget: int = 2048, headroom: bool = True) -> None:
+    def __init__(self, tok, info, text: str, budget: int = 2048, headroom: bool = True, plan: bool = False) -> None:
         self.tok, self.info, self.budget, self.headroom = tok, info, budget, headroom
+        self.plan = plan  # plan the window's next start, as the server does (prepareWindow)
+        self.planned = None
         self.cursor = text.index("|")
         self.text = text.replace("|", "", 1)
         self.anchor = None
@@ -68,8 +70,11 @@ class Editor:
         self.prompt = build_prompt(
             self.tok, FIM, self.ctx, self.budget, max_suffix_tokens=64, layout="anchored", anchor=self.anchor,
             info=self.info, sticky_start=self.prompt.prefix_start if self.prompt else None, headroom=self.headroom,
+            planned_start=self.planned,
         )  # fmt: skip
         self.anchor = self.prompt.anchor
+        if self.plan:
+            self.planned = plan_start(self.tok, self.ctx.prefix, self.prompt, self.planned)
         check(self.tok, self.ctx, self.prompt, self.budget)
         return prev, self.prompt
 
@@ -175,6 +180,7 @@ def test_brackets_after_lines_typed_keep_the_anchor(tok, info):
 
 
 LONG_DOC = "".join(f"def f{i}(a, b):\n    return a * {i} + b\n\n\n" for i in range(60)) + "def main():\n    |\n"
+LONGER_DOC = "".join(f"def f{i}(a, b):\n    return a * {i} + b\n\n\n" for i in range(300)) + "def main():\n    |\n"
 
 
 @pytest.mark.parametrize("headroom", [True, False])
@@ -192,6 +198,58 @@ def test_first_anchor_leaves_headroom_in_a_long_document(tok, info, headroom):
     ed.build()
     assert ed.anchor.head == ed.ctx.prefix[: ed.ctx.prefix.rfind("\n") + 1]  # a new anchor at the cursor's line
     assert (ed.prompt.prefix_start == start) == headroom
+
+
+def _common(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def test_the_window_moves_where_it_was_planned_and_the_planned_start_is_the_prompts(tok, info):
+    # typing on at the end of a document longer than the window: once little room is
+    # left, the next start is planned (a line start); the move goes there, and the
+    # prompt then starts with the very ids prefilled for the plan (FIM prefix + the text
+    # from the plan to the cursor's line when it was planned) but for the last few: the
+    # move prefills only what was typed since, not the whole prompt
+    ed = Editor(tok, info, LONGER_DOC, budget=1200, plan=True)
+    ed.build()
+    fim_prefix = tok.convert_tokens_to_ids(FIM.prefix)
+    windows, moves = {}, []
+    for i in range(80):
+        start = ed.prompt.prefix_start
+        ed.type(f"total = total * {i} + len(names)\n    ")
+        if ed.prompt.prefix_start != start:
+            moves.append(ed.prompt.prefix_start)
+            window = windows[ed.prompt.prefix_start]  # it was planned
+            assert _common(window, ed.prompt.ids) >= len(window) - 2
+            assert len(ed.prompt.ids) - _common(window, ed.prompt.ids) < len(ed.prompt.ids) // 3
+        if ed.planned is not None:
+            assert ed.planned > ed.prompt.prefix_start and ed.ctx.prefix[ed.planned - 1] == "\n"
+            head = ed.ctx.prefix[: ed.ctx.prefix.rfind("\n") + 1]
+            windows.setdefault(ed.planned, [fim_prefix] + encode(tok, head[ed.planned :]))  # what the server prefills
+    assert len(moves) >= 2
+
+
+def test_a_plan_that_no_longer_fits_is_passed_over(tok, info):
+    # the plan only chooses among starts that fit: after a long paste the planned start
+    # does not, and the start moves with headroom as it does without a plan
+    plain = Editor(tok, info, LONGER_DOC, budget=1200)
+    planned = Editor(tok, info, LONGER_DOC, budget=1200, plan=True)
+    lines = (f"total = total * {i} + len(names)\n    " for i in range(1000))
+    for ed in (plain, planned):
+        ed.build()
+    while planned.planned is None:
+        line = next(lines)
+        for ed in (plain, planned):
+            ed.type(line)
+    assert plain.prompt.ids == planned.prompt.ids  # a plan alone changes nothing
+    paste = "".join(f"x{i} = compute(x{i - 1}, names, {i})\n    " for i in range(1, 120))
+    for ed in (plain, planned):
+        ed.type(paste)
+    assert planned.prompt.prefix_start == plain.prompt.prefix_start != planned.planned
+    assert planned.prompt.ids == plain.prompt.ids
 
 
 def test_paste_extends_the_end(tok, info):

@@ -657,6 +657,57 @@ async def test_accepted_suggestion_is_followed_by_one_prepared_in_the_background
         await configure(client, prefetch=False, warmAtCursor=False, maxNewTokens=16, promptLayout="anchored")
 
 
+async def _idle(client: LanguageClient, settle: float = 0.4) -> dict[str, Any]:
+    """Stats once the model thread has nothing to do (background jobs start after the
+    document has been still 150 ms: wait that long first)."""
+    await asyncio.sleep(settle)
+    deadline = time.monotonic() + 60
+    while True:
+        info = await stats(client)
+        if (info["model"]["busy"] is None and not info["model"]["queued"]) or time.monotonic() > deadline:
+            return info
+        await asyncio.sleep(0.05)
+
+
+async def test_a_long_documents_next_window_is_prefilled_while_idle(client: LanguageClient, workspace):
+    """``prepareWindow``: typing at the end of a document longer than the prompt window,
+    the window's start must move every so often, and a moved start used to prefill the
+    whole prompt again. With the user pausing between lines, the server prefills the
+    window's next start in idle time, so no request after the first prefills more than
+    a fraction of its prompt; with it off, the same typing in the same server hits whole
+    re-prefills."""
+    text = "".join(f"def f{i}(a, b):\n    return a * {i} + b\n\n\n" for i in range(300)) + "def main():\n    "
+    lines = [f"total_{i} = compute(total_{i - 1}, names, {i}) + len(values)\n    " for i in range(1, 40)]
+    await configure(client, maxPromptTokens=1200, maxSuffixTokens=64, maxNewTokens=4, promptLayout="anchored")
+    worst: dict[bool, float] = {}
+    try:
+        for prepare in (False, True):
+            await configure(client, prepareWindow=prepare)
+            uri = (workspace / f"window_{prepare}.py").as_uri()
+            open_doc(client, uri, text)
+            pos = types.Position(line=text.count("\n"), character=4)
+            await client.text_document_inline_completion_async(inline_params(uri, pos))
+            before = await _idle(client)
+            shares = []
+            for version, line in enumerate(lines, start=2):
+                change_doc(client, uri, version, pos, line)
+                pos = types.Position(line=pos.line + 1, character=4)
+                await client.text_document_inline_completion_async(inline_params(uri, pos))
+                last = (await stats(client))["last"]
+                shares.append(last["prefillTokens"] / last["promptTokens"])
+                info = await _idle(client, 0.25 if prepare else 0.0)
+            worst[prepare] = max(shares)
+            window = {k: info["window"][k] - before["window"][k] for k in info["window"]}
+            if prepare:
+                assert info["outcomes"].get("window_prepared", 0) >= 1 and window["prefillTokens"] > 300, (window, info["outcomes"])
+            else:
+                assert window["prefills"] == 0, window
+        assert worst[False] > 0.8, worst  # the window moved: a whole prefill
+        assert worst[True] < 0.5, worst  # it moved to a start prefilled in idle time
+    finally:
+        await configure(client, maxPromptTokens=2048, maxSuffixTokens=128, maxNewTokens=16, prepareWindow=True)
+
+
 def cursor_rests(client: LanguageClient, uri: str, pos: types.Position) -> None:
     """What our editor clients send once the cursor has stopped moving."""
     client.protocol.notify("fastcoder/cursor", {"textDocument": {"uri": uri}, "position": {"line": pos.line, "character": pos.character}})
