@@ -38,8 +38,8 @@ file, every (method, layout) pair gets a fresh server and the same keystrokes. L
 ``plain`` the CPU matmul path (``packWeights`` on / off), ``noprune`` verifies drafts below a
 line end in single-line completions (``engine.pruneAtLineEnd`` off), ``nomerge`` prefills a
 keystroke's new prompt tokens before the first step instead of in it
-(``engine.mergePromptTail`` 0), ``nowarm`` turns ``warmAtCursor`` off, ``noprepare``
-``prepareWindow``, ``debounceN``
+(``engine.mergePromptTail`` 0), ``nowarm`` turns ``warmAtCursor`` off, ``prepare`` /
+``noprepare`` ``prepareWindow`` on / off, ``noprefetch`` ``prefetch`` off, ``debounceN``
 sets ``debounceMs`` N; any other name is sent as the ``promptLayout`` initialization
 option; parts join with ``+`` (``psm+nocontext``). Results are keyed ``METHOD`` for
 the first layout listed and ``METHOD@LAYOUT`` for the others; "same text as AR" and
@@ -783,7 +783,8 @@ NO_CONTEXT = "nocontext"
 CONTEXT = "context"
 MIDDLE = "middle"  # the cross-file context on, placed before the FIM middle token
 NO_WARM = "nowarm"  # warmAtCursor off: the server ignores where the cursor rests (an ablation)
-NO_PREPARE = "noprepare"  # prepareWindow off: no idle-time prefill of the window's next start (an ablation)
+PREPARE, NO_PREPARE = "prepare", "noprepare"  # prepareWindow on / off (idle-time prefill of the window's next start)
+NO_PREFETCH = "noprefetch"  # prefetch off: no background suggestion for the state after accepting one
 PACKED, PLAIN = "packed", "plain"  # the CPU matmul path: packWeights on / off
 NO_LINE_PRUNE = "noprune"  # drafts below a line end verified even in single-line mode (an ablation)
 WINDOW = "window"  # windowN: maxPromptTokens N (the prompt window; windowN+context for both)
@@ -798,8 +799,8 @@ def layout_options(layout: str) -> dict[str, Any]:
     a ``promptLayout`` (``psm``, ``anchored``), ``context`` / ``nocontext`` (cross-file
     context on / off), ``middle`` (on, ``contextPlacement`` before-middle), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
     (``engine.pruneAtLineEnd`` off), ``nomerge`` (``engine.mergePromptTail`` 0), ``nowarm``
-    (``warmAtCursor`` off: the cursor notification is ignored), ``noprepare`` (``prepareWindow``
-    off), ``windowN``
+    (``warmAtCursor`` off: the cursor notification is ignored), ``prepare`` / ``noprepare``
+    (``prepareWindow`` on / off), ``noprefetch`` (``prefetch`` off), ``windowN``
     (``maxPromptTokens`` N, e.g. ``window1024``), ``earlyN`` (``earlyAnswerMs`` N),
     ``debounceN`` (``debounceMs`` N), ``model=NAME`` (the server
     runs model NAME instead of ``--model``), or a combination joined by ``+`` (``psm+nocontext``)."""
@@ -817,8 +818,10 @@ def layout_options(layout: str) -> dict[str, Any]:
             options.setdefault("engine", {})["mergePromptTail"] = 0
         elif part == NO_WARM:
             options["warmAtCursor"] = False
-        elif part == NO_PREPARE:
-            options["prepareWindow"] = False
+        elif part in (PREPARE, NO_PREPARE):
+            options["prepareWindow"] = part == PREPARE
+        elif part == NO_PREFETCH:
+            options["prefetch"] = False
         elif part.startswith(WINDOW) and part[len(WINDOW):].isdigit():
             options["maxPromptTokens"] = int(part[len(WINDOW):])
         elif part.startswith(EARLY) and part[len(EARLY):].isdigit():

@@ -25,7 +25,9 @@ One request, in order:
 6. after that, in a document longer than the prompt window whose window's start must
    move soon, the start it will move to is prefilled into the session's spare KV cache
    (``prepareWindow``, same priority, small chunks), so the move costs what was typed
-   since, not a whole prefill.
+   since, not a whole prefill. By default only with ``prefetch`` off: in live typing
+   the background suggestion of step 5 already prefilled the moved window in the
+   user's pauses.
 
 What FastCoder drafts from, besides the workspace's datastores: the prompt and the
 output so far (live context); the document's session CACHE, which holds this
@@ -353,7 +355,7 @@ class Completer:
         session's spare KV cache once the document has been still for
         :data:`PREFETCH_AFTER_S` and the model thread is idle (it waits for a prefetch:
         that one's end comes back here). Any request cancels it; the chunks done stay."""
-        if not (settings.prepare_window and settings.enabled and self.host.ready) or doc.planned_start is None:
+        if not (settings.plans_window and settings.enabled and self.host.ready) or doc.planned_start is None:
             return
         if still is None:
             stamp = doc.typing.changed_at
@@ -599,7 +601,7 @@ class Completer:
             max_suffix_tokens=settings.max_suffix_tokens,
             sticky_start=doc.sticky_start, layout=layout, anchor=anchor,
             info=TokenInfo.for_tokenizer(tokenizer) if layout == "anchored" and loaded.fim else None, headroom=True,
-            planned_start=doc.planned_start if settings.prepare_window else None,
+            planned_start=doc.planned_start if settings.plans_window else None,
         )  # fmt: skip
 
     def special_ids(self, tokenizer: Any) -> set[int]:
@@ -636,7 +638,7 @@ class Completer:
         doc.context = context
         doc.sticky_start = prompt.prefix_start
         doc.anchor = prompt.anchor
-        doc.planned_start = plan_start(tok, ctx.prefix, prompt, doc.planned_start) if settings.prepare_window else None
+        doc.planned_start = plan_start(tok, ctx.prefix, prompt, doc.planned_start) if settings.plans_window else None
         context_ids = context.ids if context is not None else []
         heal = prompt.heal  # the output starts with it; the suggestion is what follows
         rules = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines)

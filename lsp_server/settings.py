@@ -44,11 +44,14 @@ warmAtCursor       true                         when the client says where the c
                                                 (fastcoder/cursor), compute the suggestion there in the
                                                 background (lowest priority, as prefetch): its prompt is
                                                 prefilled before the first keystroke there
-prepareWindow      true                         in a document longer than the prompt window, prefill
+prepareWindow      ``auto``                     in a document longer than the prompt window, prefill
                                                 the window's next start in idle time (lowest priority,
                                                 in small chunks) into a spare KV cache, so the window's
-                                                move (once per ~270 typed tokens) prefills only what
-                                                was typed since instead of the whole prompt
+                                                move (once per ~150-270 typed tokens) prefills only what
+                                                was typed since instead of the whole prompt. auto: only
+                                                with prefetch off (in live typing the background
+                                                suggestion already prefilled the moved window in the
+                                                user's pauses: docs/bench/live-s19-window); true, false
 workspaceIndex     true                         use D_r, the index of the workspace folders
 commonIndex        true                         use D_c, the standard library (built once per tokenizer)
 dependencyIndex    false                        use D_d, the workspace environment's site-packages
@@ -152,7 +155,7 @@ class ServerSettings:
     early_answer_ms: int | None = 0
     warm_on_open: bool = True
     warm_at_cursor: bool = True
-    prepare_window: bool = True
+    prepare_window: Any = "auto"
     workspace_index: bool = True
     common_index: bool = True
     dependency_index: bool = False
@@ -238,7 +241,9 @@ class ServerSettings:
                 self.body_time_budget_ms = None
         if not isinstance(self.suffix_share, (int, float)) or not 0.0 <= self.suffix_share <= 0.9:
             raise SettingsError(f"suffix_share must be between 0 and 0.9, got {self.suffix_share!r}")
-        for name in ("enabled", "reuse_suggestions", "warm_on_open", "warm_at_cursor", "prepare_window", "workspace_index", "common_index",
+        if self.prepare_window != "auto" and not isinstance(self.prepare_window, bool):
+            raise SettingsError(f"prepare_window must be \"auto\", true or false, got {self.prepare_window!r}")
+        for name in ("enabled", "reuse_suggestions", "warm_on_open", "warm_at_cursor", "workspace_index", "common_index",
                      "dependency_index", "keep_whitespace", "prefetch", "cross_file_context"):  # fmt: skip
             if not isinstance(getattr(self, name), bool):
                 raise SettingsError(f"{name} must be true or false, got {getattr(self, name)!r}")
@@ -269,6 +274,12 @@ class ServerSettings:
 
     def needs_reindex(self, other: "ServerSettings") -> bool:
         return any(getattr(self, k) != getattr(other, k) for k in REINDEX_KEYS)
+
+    @property
+    def plans_window(self) -> bool:
+        """Whether the window's next start is planned and prefilled in idle time
+        (``prepareWindow``; ``auto``: when ``prefetch`` is off)."""
+        return self.prepare_window is True or (self.prepare_window == "auto" and not self.prefetch)
 
     @property
     def early_answer_s(self) -> float | None:

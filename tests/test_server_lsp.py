@@ -705,7 +705,7 @@ async def test_a_long_documents_next_window_is_prefilled_while_idle(client: Lang
         assert worst[False] > 0.8, worst  # the window moved: a whole prefill
         assert worst[True] < 0.5, worst  # it moved to a start prefilled in idle time
     finally:
-        await configure(client, maxPromptTokens=2048, maxSuffixTokens=128, maxNewTokens=16, prepareWindow=True)
+        await configure(client, maxPromptTokens=2048, maxSuffixTokens=128, maxNewTokens=16, prepareWindow="auto")
 
 
 def cursor_rests(client: LanguageClient, uri: str, pos: types.Position) -> None:

@@ -321,9 +321,18 @@ def test_settings_changes_that_reload_the_model():
     assert not base.merged({"maxNewTokens": 5}).needs_reload(base)
 
 
+def test_the_window_is_planned_ahead_by_default_only_without_prefetch():
+    base = ServerSettings()
+    assert base.prepare_window == "auto" and base.prefetch and not base.plans_window
+    assert base.merged({"prefetch": False}).plans_window
+    assert base.merged({"prepareWindow": True}).plans_window
+    assert not base.merged({"prepareWindow": False, "prefetch": False}).plans_window
+
+
 @pytest.mark.parametrize(
     "bad",
-    [{"maxNewTokens": 0}, {"maxNewTokens": "x"}, {"method": "magic"}, {"packWeights": "yes"}, {"enabled": "yes"}, {"engine": {"nMin": 0}}, {"model": ""}],
+    [{"maxNewTokens": 0}, {"maxNewTokens": "x"}, {"method": "magic"}, {"packWeights": "yes"}, {"enabled": "yes"},
+     {"engine": {"nMin": 0}}, {"model": ""}, {"prepareWindow": "yes"}, {"prepareWindow": 1}],
 )
 def test_bad_settings_are_rejected_with_a_message(bad):
     with pytest.raises(SettingsError) as err:
