@@ -42,8 +42,8 @@ Budgets:
 * The next move is *planned* (:func:`plan_start`): once little room is left, the start
   the window will move to is chosen ahead (a line start leaving room for the typing
   until the move), and the move goes there when it fits (``planned``). The server
-  prefills that window's start in idle time into the document's spare KV cache, so the
-  move prefills only what was typed since, not the whole prompt.
+  (``prepareWindow``) prefills that window's start in idle time into the document's
+  spare KV cache, so the move prefills only what was typed since, not the whole prompt.
 * Mode: ``line`` (single-line suggestion) when text sits right of the cursor, else
   ``block`` (multi-line).
 """
