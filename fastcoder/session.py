@@ -2,11 +2,11 @@
 
 The server keeps one per open document. It owns the FastCoder CACHE (verified
 retrieved sequences and chunks of the model's own output), the missing table, the
-skip-token RNG and the KV cache of the last prompt (for prefix reuse), and a *spare* KV
-cache that a caller may fill ahead of time with the start of a prompt it expects (the
-server prefills a long document's next prompt window there in idle time): a generation
-runs on whichever of the two shares the longer token prefix with its prompt
-(:meth:`Session.take_longest`).
+skip-token RNG and two KV caches: the one of the last prompt (for prefix reuse) and a
+*spare*, which holds the prompt before a jump to another part of the document, or what a
+caller filled ahead of time (the server can prefill a long document's next prompt window
+there in idle time): a generation runs on whichever of the two shares the longer token
+prefix with its prompt (:meth:`Session.take_longest`).
 """
 
 from __future__ import annotations
@@ -79,8 +79,13 @@ class Session:
 
     def take_longest(self, ids: list[int]) -> None:
         """Make :attr:`kv` the cache holding the longer common token prefix with ``ids``
-        (the other becomes :attr:`spare`); a tie keeps :attr:`kv`."""
-        if self.spare.ids and self.spare.common(ids) > self.kv.common(ids):
+        (the other becomes :attr:`spare`). When neither holds half of ``ids`` (a prompt
+        from another part of the document: the editor's cursor jumped, or the prompt
+        window moved), the prompt goes into :attr:`spare`'s buffer and the cache just used
+        becomes the spare: back from the jump, its prompt is still cached. Otherwise a
+        tie keeps :attr:`kv`."""
+        held, other = self.kv.common(ids), self.spare.common(ids)
+        if other > held or (self.kv.ids and 2 * held < len(ids)):
             self.kv, self.spare = self.spare, self.kv
 
     def kv_states(self) -> tuple[KVState, KVState]:

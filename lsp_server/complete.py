@@ -57,7 +57,9 @@ from lsp_server.context import ContextBuilder, ContextState, fs_path
 from lsp_server.metrics import ServerMetrics
 from lsp_server.model_host import ModelHost
 from lsp_server.postprocess import document_indent_unit, finalize
-from lsp_server.prompt import CursorContext, Prompt, build_prompt, encode, fim_special_ids, place_context, plan_start
+from lsp_server.prompt import (
+    CursorContext, Prompt, build_prompt, encode, fim_special_ids, place_context, plan_start, remember_window,
+)  # fmt: skip
 from lsp_server.recall import after_accept, continues, recall, state_key, typed_through
 from lsp_server.sessions import DocumentState, Inflight, SessionRegistry, Suggestion
 from lsp_server.settings import ServerSettings
@@ -602,6 +604,7 @@ class Completer:
             sticky_start=doc.sticky_start, layout=layout, anchor=anchor,
             info=TokenInfo.for_tokenizer(tokenizer) if layout == "anchored" and loaded.fim else None, headroom=True,
             planned_start=doc.planned_start if settings.plans_window else None,
+            recent_starts=[s for s in (m.locate(ctx.prefix) for m in doc.windows) if s is not None],
         )  # fmt: skip
 
     def special_ids(self, tokenizer: Any) -> set[int]:
@@ -639,6 +642,7 @@ class Completer:
         doc.sticky_start = prompt.prefix_start
         doc.anchor = prompt.anchor
         doc.planned_start = plan_start(tok, ctx.prefix, prompt, doc.planned_start) if settings.plans_window else None
+        doc.windows = remember_window(doc.windows, ctx.prefix, prompt.prefix_start)
         context_ids = context.ids if context is not None else []
         heal = prompt.heal  # the output starts with it; the suggestion is what follows
         rules = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines)

@@ -44,6 +44,13 @@ Budgets:
   until the move), and the move goes there when it fits (``planned``). The server
   (``prepareWindow``) prefills that window's start in idle time into the document's
   spare KV cache, so the move prefills only what was typed since, not the whole prompt.
+* Windows are *remembered* (:class:`WindowMark`): the starts of the document's last two
+  windows, found again after edits above them. When the sticky start does not fit (the
+  cursor jumped), a remembered start that fits with most of the budget is taken before
+  a fresh cut: back from a jump (to the imports, say), the prompt starts where it
+  started before, and the session's other KV cache still holds that window
+  (:meth:`fastcoder.session.Session.take_longest`), so only what changed since is
+  prefilled, not the whole prompt.
 * Mode: ``line`` (single-line suggestion) when text sits right of the cursor, else
   ``block`` (multi-line).
 """
@@ -51,7 +58,7 @@ Budgets:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from fastcoder.models import FimTokens
 from fastcoder import tokens
@@ -66,6 +73,10 @@ AUTO_CLOSERS = set(")]}\"'`")
 _MAX_CHARS_PER_TOKEN = 12
 # when the prefix start must move, leave this share of the prefix budget free
 _HEADROOM = 0.15
+WINDOW_MARK_CHARS = 256
+"""Characters after a window's start that find it again (:class:`WindowMark`)."""
+_RELOCATE_CHARS = 20_000
+"""How far from its old offset a window's start is looked for after edits above it."""
 
 
 @dataclass(frozen=True)
@@ -188,13 +199,16 @@ def _fits(tokenizer: Any, prefix: str, start: int | None, budget: int) -> list[i
 
 def cut_prefix(
     tokenizer: Any, prefix: str, budget: int, sticky: int | None = None, headroom: bool = False,
-    planned: int | None = None,
+    planned: int | None = None, recent: Sequence[int] = (),
 ) -> tuple[int, list[int]]:
     """Where the kept prefix starts (a line start where possible) and its ids.
 
     ``sticky``: the previous start; kept when it is a line start and what follows fits.
     ``planned``: where the start was planned to move (:func:`plan_start`); taken when
     the sticky start no longer fits and it does (a line start after ``sticky``).
+    ``recent``: starts of the document's recent windows (:class:`WindowMark`), in order
+    of preference; taken next when one fits and holds at least ``1 - 2 *``
+    :data:`_HEADROOM` of the budget (never a sliver of context).
     When the start must move (or, with ``headroom``, when there is no previous start and
     the prefix does not fit whole), it leaves :data:`_HEADROOM` of the budget free, so
     that the prefix can grow by that much before the start moves again (every move
@@ -210,6 +224,10 @@ def cut_prefix(
         ids = _fits(tokenizer, prefix, planned, budget)
         if ids is not None:
             return planned, ids
+    for start in recent:
+        ids = _fits(tokenizer, prefix, start, budget)
+        if ids is not None and len(ids) >= (1 - 2 * _HEADROOM) * budget:
+            return start, ids
     window = max(0, len(prefix) - budget * _MAX_CHARS_PER_TOKEN)
     tail = prefix[window:]
     ids, spans = _spans(tokenizer, tail)
@@ -228,6 +246,37 @@ def cut_prefix(
         start = nl + 1 if 0 <= nl < len(prefix) - 1 else start + max(1, (len(prefix) - start) // 8)
         ids = encode(tokenizer, prefix[start:])
     return start, ids
+
+
+@dataclass(frozen=True)
+class WindowMark:
+    """Where a prompt window started: its offset in the document and the text after it,
+    so that it is found again after edits above it."""
+
+    offset: int
+    text: str
+
+    @classmethod
+    def at(cls, prefix: str, start: int) -> "WindowMark":
+        return cls(start, prefix[start : start + WINDOW_MARK_CHARS])
+
+    def locate(self, prefix: str) -> int | None:
+        """The window's start in ``prefix`` now (the nearest occurrence of its text
+        within :data:`_RELOCATE_CHARS` of where it was), or None."""
+        if not self.text:
+            return None
+        if prefix.startswith(self.text, self.offset):
+            return self.offset
+        lo = max(0, self.offset - _RELOCATE_CHARS)
+        found = prefix.find(self.text, lo, self.offset + _RELOCATE_CHARS + len(self.text))
+        return found if found >= 0 else None
+
+
+def remember_window(marks: list[WindowMark], prefix: str, start: int, keep: int = 2) -> list[WindowMark]:
+    """``marks`` (most recent first) after a prompt whose window starts at ``start``:
+    its mark first, a mark of the same start dropped, at most ``keep``."""
+    new = WindowMark.at(prefix, start)
+    return [new, *(m for m in marks if m.locate(prefix) != start)][:keep]
 
 
 def plan_start(tokenizer: Any, prefix: str, prompt: "Prompt", planned: int | None = None) -> int | None:
@@ -303,6 +352,7 @@ def build_prompt(
     info: TokenInfo | None = None,
     headroom: bool = False,
     planned_start: int | None = None,
+    recent_starts: Sequence[int] = (),
 ) -> Prompt:
     """Token ids of the completion prompt for ``ctx`` within ``max_prompt_tokens``.
 
@@ -310,17 +360,19 @@ def build_prompt(
     ``layout``: ``psm`` or ``anchored`` (``anchor``: the document's previous one;
     ``info``: the tokenizer's :class:`TokenInfo`, for token healing). ``headroom``: a
     prompt of a document being typed in; ``planned_start``: where its window's start
-    was planned to move (:func:`cut_prefix`, :func:`plan_start`)."""
+    was planned to move (:func:`cut_prefix`, :func:`plan_start`); ``recent_starts``:
+    the starts of its recent windows (:func:`cut_prefix`, :class:`WindowMark`)."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown prompt layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
     if fim is not None and layout == "anchored":
         return build_anchored(
             tokenizer, fim, ctx, max_prompt_tokens, suffix_share=suffix_share,
             max_suffix_tokens=max_suffix_tokens, previous=anchor, info=info, headroom=headroom,
-            planned=planned_start,
+            planned=planned_start, recent=recent_starts,
         )  # fmt: skip
     if fim is None:
-        start, pids = cut_prefix(tokenizer, ctx.prefix, max_prompt_tokens, sticky_start, headroom, planned_start)
+        start, pids = cut_prefix(tokenizer, ctx.prefix, max_prompt_tokens, sticky_start, headroom, planned_start,
+                                 recent_starts)  # fmt: skip
         if not pids:  # an empty document: give the model something to start from
             pids = encode(tokenizer, "\n")
         return Prompt(pids, False, start, 0, len(pids), 0, prefix_budget=max_prompt_tokens)
@@ -331,7 +383,7 @@ def build_prompt(
         suffix_budget = min(suffix_budget, max_suffix_tokens)
     end, sids = cut_suffix(tokenizer, ctx.suffix, suffix_budget)
     prefix_budget = budget - len(sids)  # an unused suffix share goes to the prefix
-    start, pids = cut_prefix(tokenizer, ctx.prefix, prefix_budget, sticky_start, headroom, planned_start)
+    start, pids = cut_prefix(tokenizer, ctx.prefix, prefix_budget, sticky_start, headroom, planned_start, recent_starts)
     ids = [special[0], *pids, special[1], *sids, special[2]]
     return Prompt(ids, True, start, end, len(pids), len(sids), prefix_budget=prefix_budget)
 
@@ -378,6 +430,7 @@ def build_anchored(
     typed_reserve: int = 128,
     headroom: bool = False,
     planned: int | None = None,
+    recent: Sequence[int] = (),
 ) -> Prompt:
     """The anchored layout (module docstring): reuses ``previous`` when it still holds."""
     special = [tokenizer.convert_tokens_to_ids(t) for t in (fim.prefix, fim.suffix, fim.middle)]
@@ -412,7 +465,7 @@ def build_anchored(
         end, sids = cut_suffix(tokenizer, suffix_text, suffix_budget)
         sticky = previous.start if previous is not None and ctx.prefix.startswith(previous.head[: previous.start]) else None
         prefix_budget = max(0, budget - len(sids) - reserve)
-        start, pids = cut_prefix(tokenizer, head, prefix_budget, sticky, headroom, planned)
+        start, pids = cut_prefix(tokenizer, head, prefix_budget, sticky, headroom, planned, recent)
         anchor = Anchor(head, start, pids, suffix_text[:end], sids, reserve, prefix_budget)
     typed = ctx.prefix[len(anchor.head) :]
     heal, allowed = "", None

@@ -13,7 +13,9 @@ keystroke prefills only the tokens that changed. It also remembers:
   there too;
 * where its prompt's prefix started last time (sticky prompt start, for KV reuse), where
   it is planned to start after the window's next move (its spare KV cache is prefilled
-  for it in idle time: :func:`lsp_server.prompt.plan_start`) and the anchor of its last
+  for it in idle time: :func:`lsp_server.prompt.plan_start`), where its last two windows
+  started (:class:`lsp_server.prompt.WindowMark`: back from a jump, the prompt starts
+  there again and the session's other KV cache still holds it) and the anchor of its last
   anchored prompt (:class:`lsp_server.prompt.Anchor`);
 * when it last changed (:class:`TypingClock`, for the debounce).
 
@@ -158,6 +160,9 @@ class DocumentState:
     answers: Answers = field(default_factory=Answers)
     sticky_start: int | None = None
     planned_start: int | None = None  # where the window's start will move (lsp_server.prompt.plan_start)
+    # lsp_server.prompt.WindowMark of its last prompt windows, most recent first: at most
+    # two, as the session holds two KV caches (Session.kv, Session.spare)
+    windows: list = field(default_factory=list)
     anchor: Any = None  # lsp_server.prompt.Anchor of the last anchored prompt
     context: Any = None  # lsp_server.context.ContextState: the cross-file context in its prompts
     typing: TypingClock = field(default_factory=TypingClock)
@@ -219,6 +224,7 @@ class SessionRegistry:
             state.answers.clear()
             state.sticky_start = None
             state.planned_start = None
+            state.windows = []
             state.anchor = None
 
     def cancel_all(self) -> None:

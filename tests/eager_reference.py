@@ -23,6 +23,13 @@ class EagerKV:
         self.cache = None
         self.ids = []
 
+    def common(self, ids: Sequence[int]) -> int:
+        """How many of ``ids``, from the first, this cache holds (as ``KVState.common``)."""
+        n = 0
+        while n < min(len(self.ids), len(ids)) and self.ids[n] == ids[n]:
+            n += 1
+        return n
+
 
 @dataclass
 class StepResult:

@@ -157,3 +157,25 @@ def test_take_longest_keeps_the_cache_on_a_tie():
     assert s.kv is kv and s.spare is spare
     s.take_longest([1, 2, 4, 9])
     assert s.kv is spare and s.spare is kv
+
+
+def test_back_from_a_jump_the_prompt_before_it_is_still_cached(tiny_model, tiny_tokenizer):
+    """A prompt from another part of the document (neither cache holds half of it) goes
+    into the spare cache's buffer, so the prompt before the jump stays cached: back from
+    the jump, a few typed tokens are prefilled, not the whole prompt; outputs as a fresh
+    session's (fp32)."""
+    rng = random.Random(12)
+    vocab = len(tiny_tokenizer)
+    engine = Engine(tiny_model, tiny_tokenizer)
+    config = DecodeConfig(method="fastcoder", max_new_tokens=8, merge_prompt_tail=0)
+    here, there = _prompt(rng, 60, vocab), _prompt(rng, 50, vocab)
+    session = Session(config)
+    engine.generate(here, config, session=session)
+    jumped = engine.generate(there, config, session=session)
+    assert jumped.stats.prefill_tokens == len(there)
+    back = here + _prompt(rng, 3, vocab)  # typed on where it was
+    gen = engine.generate(back, config, session=session)
+    assert gen.stats.prefill_tokens == 3
+    assert gen.tokens == engine.generate(back, config, session=Session(config)).tokens
+    # typing on there again: the cache it was in is still the other one
+    assert engine.generate(there + [7], config, session=session).stats.prefill_tokens == 1

@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 from fastcoder.models import FimTokens
 from fastcoder.tokens import TokenInfo
-from lsp_server.prompt import CursorContext, build_prompt, encode, heal_split, plan_start, prompt_suffix
+from lsp_server.prompt import (
+    CursorContext, build_prompt, encode, heal_split, plan_start, prompt_suffix, remember_window,
+)  # fmt: skip
 
 FIM = FimTokens("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")
 
@@ -55,6 +57,7 @@ class Editor:
         self.tok, self.info, self.budget, self.headroom = tok, info, budget, headroom
         self.plan = plan  # plan the window's next start, as the server does (prepareWindow)
         self.planned = None
+        self.windows = []  # the marks of the last two windows, as the server keeps them
         self.cursor = text.index("|")
         self.text = text.replace("|", "", 1)
         self.anchor = None
@@ -71,8 +74,10 @@ class Editor:
             self.tok, FIM, self.ctx, self.budget, max_suffix_tokens=64, layout="anchored", anchor=self.anchor,
             info=self.info, sticky_start=self.prompt.prefix_start if self.prompt else None, headroom=self.headroom,
             planned_start=self.planned,
+            recent_starts=[s for s in (m.locate(self.ctx.prefix) for m in self.windows) if s is not None],
         )  # fmt: skip
         self.anchor = self.prompt.anchor
+        self.windows = remember_window(self.windows, self.ctx.prefix, self.prompt.prefix_start)
         if self.plan:
             self.planned = plan_start(self.tok, self.ctx.prefix, self.prompt, self.planned)
         check(self.tok, self.ctx, self.prompt, self.budget)
@@ -250,6 +255,36 @@ def test_a_plan_that_no_longer_fits_is_passed_over(tok, info):
         ed.type(paste)
     assert planned.prompt.prefix_start == plain.prompt.prefix_start != planned.planned
     assert planned.prompt.ids == plain.prompt.ids
+
+
+def test_back_from_a_jump_the_window_starts_where_it_did(tok, info):
+    # typing at the end of a long document, a jump to its top to add an import, and back:
+    # the window starts again where it started before the jump (found after the line
+    # inserted above it), so the prompt shares all but the end of what was typed with the
+    # one before the jump (which the session's other KV cache still holds)
+    ed = Editor(tok, info, LONGER_DOC, budget=1200)
+    ed.build()
+    ed.type("total = 0\n    for name in names:\n        ")
+    before = ed.prompt
+    start, head_ids = before.prefix_start, len(before.anchor.head_ids)
+    back = len(ed.text) - ed.cursor  # where the cursor was, from the end
+    ed.history.append((ed.text, ed.cursor))
+    ed.cursor = 0
+    ed.type("import os\n")  # at the top: a window of its own
+    assert ed.prompt.prefix_start == 0
+    ed.cursor = len(ed.text) - back  # back where typing was
+    _prev, after = ed.build()
+    assert after.prefix_start == start + len("import os\n")
+    assert _common(before.ids, after.ids) >= 1 + head_ids - 2
+    # without the marks the window starts elsewhere: nothing but the FIM token is shared
+    ed.windows = []
+    ed.history.append((ed.text, ed.cursor))
+    ed.cursor = 0
+    ed.build()
+    ed.windows = []
+    ed.cursor = len(ed.text) - back
+    _prev, fresh = ed.build()
+    assert fresh.prefix_start != after.prefix_start and _common(before.ids, fresh.ids) < 5
 
 
 def test_paste_extends_the_end(tok, info):

@@ -708,6 +708,38 @@ async def test_a_long_documents_next_window_is_prefilled_while_idle(client: Lang
         await configure(client, maxPromptTokens=2048, maxSuffixTokens=128, maxNewTokens=16, prepareWindow="auto")
 
 
+async def test_back_from_the_imports_the_prompt_before_the_jump_is_still_cached(client: LanguageClient, workspace):
+    """Typing at the end of a document longer than the prompt window, a jump to its top to
+    add an import, and back: the request back where typing was prefills what changed
+    there, not the whole prompt (its window starts where it did, found after the inserted
+    line, and the session's other KV cache held it through the jump)."""
+    text = "".join(f"def f{i}(a, b):\n    return a * {i} + b\n\n\n" for i in range(300)) + "def main():\n    "
+    await configure(client, maxPromptTokens=1200, maxSuffixTokens=64, maxNewTokens=4, promptLayout="anchored")
+    try:
+        uri = (workspace / "jump_back.py").as_uri()
+        open_doc(client, uri, text)
+        end = text.count("\n")
+        pos = types.Position(line=end, character=4)
+        await client.text_document_inline_completion_async(inline_params(uri, pos))
+        first = (await stats(client))["last"]
+        assert first["prefillTokens"] > 0.8 * first["promptTokens"]  # a cold prompt
+        lines = [f"total_{i} = compute(total_{i - 1}, names, {i})\n    " for i in range(1, 5)]
+        for version, line in enumerate(lines, start=2):  # typed on there: the window's start stays
+            change_doc(client, uri, version, pos, line)
+            pos = types.Position(line=pos.line + 1, character=4)
+            await client.text_document_inline_completion_async(inline_params(uri, pos))
+        top = types.Position(line=0, character=0)
+        change_doc(client, uri, 10, top, "import os\n")  # the jump: an import at the top
+        await client.text_document_inline_completion_async(inline_params(uri, types.Position(line=1, character=0)))
+        pos = types.Position(line=pos.line + 1, character=4)  # back, one line further down now
+        change_doc(client, uri, 11, pos, "t")
+        await client.text_document_inline_completion_async(inline_params(uri, types.Position(line=pos.line, character=5)))
+        back = (await stats(client))["last"]
+        assert back["prefillTokens"] < 0.2 * back["promptTokens"], back
+    finally:
+        await configure(client, maxPromptTokens=2048, maxSuffixTokens=128, maxNewTokens=16)
+
+
 def cursor_rests(client: LanguageClient, uri: str, pos: types.Position) -> None:
     """What our editor clients send once the cursor has stopped moving."""
     client.protocol.notify("fastcoder/cursor", {"textDocument": {"uri": uri}, "position": {"line": pos.line, "character": pos.character}})
