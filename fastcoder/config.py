@@ -32,7 +32,9 @@ class DecodeConfig:
     stop_strings: tuple[str, ...] = ()
     """Generation stops once the decoded output contains one of these (output is cut before it)."""
     time_budget_s: float | None = None
-    """Stop (keeping what was generated) once this many seconds have passed."""
+    """Stop (keeping what was generated) once this many seconds of decoding have passed
+    after the prompt's prefill (which gives the first token): a prefill longer than the
+    budget (a long file's cold prompt on a CPU) no longer leaves a one-token answer."""
 
     # --- retrieval -----------------------------------------------------------------
     n_max: int = 16

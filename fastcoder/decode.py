@@ -155,12 +155,13 @@ def generate(
         budget = StepBudget(cost_curve, config.max_draft_tokens is None and drafter.adaptive_budget, session.acceptance,
                             session.draft_cost)  # fmt: skip
         split = getattr(verifier, "last_split", None) is not None
+        t_decode = time.perf_counter()  # the time budget counts from here: a cold prefill is not decoding
         while not done:
             if cancel is not None and cancel.is_set():
                 cancelled = True
                 stats.stop_reason = "cancelled"
                 break
-            if config.time_budget_s is not None and time.perf_counter() - t_start > config.time_budget_s:
+            if config.time_budget_s is not None and time.perf_counter() - t_decode > config.time_budget_s:
                 stats.stop_reason = "time_budget"
                 break
             # 1. draft (nothing while backing off after trees that did not pay)

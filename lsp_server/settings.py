@@ -21,7 +21,8 @@ packWeights        ``auto``                     CPU: pack the linear weights for
                                                 (fastcoder/matmul.py)
 method             ``fastcoder``                ar, pld, rest, fastcoder, reuse (the drafter)
 maxNewTokens       128                          cap on tokens of one completion
-timeBudgetMs       2000                         stop a completion after this long (null/0: no limit)
+timeBudgetMs       2000                         stop a completion after this long of decoding, counted
+                                                after the prompt's prefill (null/0: no limit)
 enabled            true                         false: every completion request answers empty
 pythonPath         ``""``                       interpreter the client started us with (informative)
 maxPromptTokens    2048                         context window given to the model

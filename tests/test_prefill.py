@@ -179,3 +179,33 @@ def test_back_from_a_jump_the_prompt_before_it_is_still_cached(tiny_model, tiny_
     assert gen.tokens == engine.generate(back, config, session=Session(config)).tokens
     # typing on there again: the cache it was in is still the other one
     assert engine.generate(there + [7], config, session=session).stats.prefill_tokens == 1
+
+
+def test_the_time_budget_counts_from_the_first_token(tiny_model, tiny_tokenizer, monkeypatch):
+    """``time_budget_s`` bounds the decoding, not the prompt's prefill: after a cold
+    prefill longer than the budget (a long file's first request, 3.3 s against the
+    server's 2 s on a 2-core CPU) the generation still writes its tokens instead of
+    stopping at the first one. A fake clock: the prefill takes 10 s, each step 0.01 s."""
+    import fastcoder.decode as decode
+
+    engine = Engine(tiny_model, tiny_tokenizer)
+    clock = [0.0]
+    monkeypatch.setattr(decode.time, "perf_counter", lambda: clock[0])
+    prefill, step = engine.verifier.prefill, engine.verifier.step
+
+    def slow_prefill(*args, **kwargs):
+        clock[0] += 10.0
+        return prefill(*args, **kwargs)
+
+    def timed_step(*args, **kwargs):
+        clock[0] += 0.01
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(engine.verifier, "prefill", slow_prefill)
+    monkeypatch.setattr(engine.verifier, "step", timed_step)
+    prompt = list(range(10, 40))
+    config = DecodeConfig(method="ar", max_new_tokens=8, merge_prompt_tail=0, time_budget_s=1.0)
+    gen = engine.generate(prompt, config)
+    assert len(gen.tokens) == 8 and gen.stats.stop_reason == "max_new_tokens"
+    short = engine.generate(prompt, config.replace(time_budget_s=0.035), session=Session(config))
+    assert 1 < len(short.tokens) < 8 and short.stats.stop_reason == "time_budget"  # the steps still count
