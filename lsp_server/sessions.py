@@ -28,9 +28,10 @@ the default settings (2,048-token prompts, 128 new tokens; a warm-up prefill res
 512) at most 3,072 rows. Qwen2.5-Coder-0.5B in bf16 takes 12,288 bytes per row (24
 layers x K,V x 2 KV heads x 64 x 2 bytes; SmolLM2-135M in fp32 46,080), so 37.7 MB per
 document: the 256 MiB default holds 6 documents' caches
-(``fastcoder.verifier.kv_bytes_per_token`` gives the figure for any model). A document
-longer than the window also fills its session's spare cache ahead of a window move
-(``prepareWindow``): it counts against the same limits, and goes with the other.
+(``fastcoder.verifier.kv_bytes_per_token`` gives the figure for any model). A session's
+second cache (the window before a jump to another part of a long document, or its next
+window prefilled ahead with ``prepareWindow``) counts against the same limits and is
+freed with the first: a document that jumped holds up to twice that.
 """
 
 from __future__ import annotations
