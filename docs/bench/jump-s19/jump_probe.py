@@ -14,7 +14,11 @@ each request's counters are its own). The latency is to the answer the user sees
 block is answered at its first line's end, ``earlyAnswerMs`` 0, as the server does).
 
     git worktree add /tmp/wt-old 1d2a6ff
-    python docs/bench/jump-s19/jump_probe.py /tmp/wt-old 6 [MODEL]
+    python docs/bench/jump-s19/jump_probe.py /tmp/wt-old 6 [MODEL] [prefetch]
+
+``prefetch``: with the server's background suggestions on (its default): the latency is
+then the user's, but a request's counters include the background work that ran while
+it waited.
 """
 import sys
 import tempfile
@@ -26,6 +30,7 @@ from fastcoder_bench.replay import load_average, suite_tasks, task_workspace, ut
 
 OLD, N = Path(sys.argv[1]), int(sys.argv[2])
 MODEL = sys.argv[3] if len(sys.argv) > 3 else "qwen2.5-coder-0.5b"
+PREFETCH = len(sys.argv) > 4 and sys.argv[4] == "prefetch"
 HERE = Path(__file__).resolve().parents[3]
 
 
@@ -41,7 +46,7 @@ def command(code: Path) -> list[str]:
 def run(code: Path, task, ws: Path) -> dict:
     client = StdioClient(command(code), ws / f"server-{code.name}.log")
     try:
-        opts = {"model": MODEL, "dtype": "auto", "device": "cpu", "debounceMs": 0, "warmOnOpen": False, "prefetch": False,
+        opts = {"model": MODEL, "dtype": "auto", "device": "cpu", "debounceMs": 0, "warmOnOpen": False, "prefetch": PREFETCH,
                 "prepareWindow": False}  # fmt: skip (prepareWindow: unknown to OLD, ignored there)
         client.initialize(ws, opts, timeout=900)
         client.wait_status("ready", timeout=900)
@@ -107,7 +112,7 @@ def run(code: Path, task, ws: Path) -> dict:
         client.close()
 
 
-print(f"model {MODEL}; load average before: {load_average()}")
+print(f"model {MODEL}, prefetch {'on' if PREFETCH else 'off'}; load average before: {load_average()}")
 rows = []
 tasks = suite_tasks(N, None, 300, 4000, 0, 6000)
 for i, task in enumerate(tasks):
