@@ -695,7 +695,7 @@ async def test_a_long_documents_next_window_is_prefilled_while_idle(client: Lang
                 await client.text_document_inline_completion_async(inline_params(uri, pos))
                 last = (await stats(client))["last"]
                 shares.append(last["prefillTokens"] / last["promptTokens"])
-                info = await _idle(client, 0.25 if prepare else 0.0)
+                info = await _idle(client, 0.5 if prepare else 0.0)  # room for the job to start late on a busy machine
             worst[prepare] = max(shares)
             window = {k: info["window"][k] - before["window"][k] for k in info["window"]}
             if prepare:
