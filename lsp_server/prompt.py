@@ -225,6 +225,8 @@ def cut_prefix(
         if ids is not None:
             return planned, ids
     for start in recent:
+        if start in (sticky, planned):  # tried above
+            continue
         ids = _fits(tokenizer, prefix, start, budget)
         if ids is not None and len(ids) >= (1 - 2 * _HEADROOM) * budget:
             return start, ids
@@ -267,9 +269,11 @@ class WindowMark:
             return None
         if prefix.startswith(self.text, self.offset):
             return self.offset
-        lo = max(0, self.offset - _RELOCATE_CHARS)
-        found = prefix.find(self.text, lo, self.offset + _RELOCATE_CHARS + len(self.text))
-        return found if found >= 0 else None
+        at = min(self.offset, len(prefix))
+        before = prefix.rfind(self.text, max(0, at - _RELOCATE_CHARS), at + len(self.text) - 1)
+        after = prefix.find(self.text, at + 1, at + _RELOCATE_CHARS + len(self.text))
+        found = [i for i in (before, after) if i >= 0]
+        return min(found, key=lambda i: abs(i - self.offset)) if found else None
 
 
 def remember_window(marks: list[WindowMark], prefix: str, start: int, keep: int = 2) -> list[WindowMark]:

@@ -370,3 +370,16 @@ def test_any_edit_sequence_keeps_the_prompt_exact_and_within_budget(tok, info, o
             ed.build()
         elif op == "undo" and ed.history:
             ed.undo()
+
+
+def test_a_window_mark_is_found_again_nearest_to_where_it_was():
+    from lsp_server.prompt import WindowMark
+
+    text = "a\n" * 10 + "MARK\nbody\n" + "x\n" * 10 + "MARK\nbody\n"
+    first, second = text.index("MARK"), text.rindex("MARK")
+    assert WindowMark(first, "MARK\nbody\n").locate(text) == first
+    # a line inserted above: each mark finds its own copy of the same text, not the other
+    assert WindowMark(first, "MARK\nbody\n").locate("zz\n" + text) == first + 3
+    assert WindowMark(second, "MARK\nbody\n").locate("zz\n" + text) == second + 3
+    assert WindowMark(first, "MARK\nbody\n").locate("gone") is None
+    assert WindowMark(5, "").locate(text) is None
