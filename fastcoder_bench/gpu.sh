@@ -1,55 +1,98 @@
 #!/usr/bin/env bash
-# The GPU measurements, run ON a lent device machine (H100/H200, no network) from the
-# project root there. Each stage is one device call; what must last between calls lives
-# under /tmp there (a carried folder exists only during its call; the working tree is
-# sent afresh each time). Packing, here, before the first call:
-#   bash ../shared/gpu/pack.sh                    # wheels -> .gpu/whl, bench projects -> .gpu/data
-#   then split the GGUF into .gpu/mN/ chunks small enough that chunk + working tree < 64 MiB,
-#   and copy the common datastore (cache_root()/common/<fingerprint>-stdlib.fcds) to .gpu/common
-#   (the CPU runs' D_c: the device's Python stdlib would give another one).
-# Stages (carry in brackets):
-#   setup        [.gpu/whl .gpu/meta .gpu/common]   wheels into /tmp/site, D_c into the cache
-#   chunk N      [.gpu/mN]                          one model chunk
-#   model N      [.gpu/mN .gpu/data]                last chunk, bench projects, assemble + verify + convert
-#   smoke                                           CUDA tests + a 2-task suite run on cuda
-#   suite ARGS                                      fastcoder bench --suite repo on cuda into /tmp/suite (resumes)
-#   replay ARGS                                     typing replay on cuda into /tmp/replay
-# Every stage copies its logs and reports to $OUT.
+# The GPU measurements on a lent device machine (H100/H200, no network, 15 minutes of device time
+# in all, given back 30 s after a call ends, 64 MiB per call: working tree + carried paths).
+#
+# Everything the device lacks travels as ONE gzip'd tar (wheels, the bench projects, the CPU runs'
+# common datastore, the model's GGUF), split into chunks that each fit one call beside the working
+# tree. Keep the tree small while the calls run: `mv docs/bench /tmp/hold-bench` first (34 MB of
+# reports), `mv /tmp/hold-bench docs/bench` after.
+#
+#   here:    bash fastcoder_bench/gpu.sh pack [MODEL]        -> .gpu/c0 .. .gpu/cN (git-ignored)
+#   device:  bash fastcoder_bench/gpu.sh chunk K             carry .gpu/cK  (K = 0 .. N-1, back to back)
+#   device:  bash fastcoder_bench/gpu.sh run SECONDS [K]     carry .gpu/cK for the last chunk, or nothing:
+#            assemble + install + convert the model, then the CUDA tests, the repo suite and the typing
+#            replay, each given what is left of SECONDS (stages that find too little left are skipped).
+# Every stage copies its logs and reports to $OUT as soon as it ends. Tunables (env): SUITE_ARGS,
+# REPLAY_ARGS, REPLAY_MIN_S.
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONPATH=$PWD:/tmp/site FASTCODER_CACHE=/tmp/fc-cache HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
-fc() { python3 -m fastcoder_cli "$@"; }
 stage=${1:-}; shift || true
+here=$(pwd)
 case "$stage" in
-setup)
-  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl || exit 1
-  mkdir -p /tmp/fc-cache/gguf /tmp/fc-cache/common /tmp/fc-chunks
-  cp .gpu/meta/model.* /tmp/fc-chunks/ && cp .gpu/common/*.fcds /tmp/fc-cache/common/
-  python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.get_device_name(), 'cpus', __import__('os').cpu_count())" ;;
+pack)
+  root=$(git rev-parse --show-toplevel); cd "$root"
+  model=${1:-qwen2.5-coder-0.5b}; PY=${PY:-$root/.venv/bin/python}
+  mkdir -p .git/info; grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
+  rm -rf .gpu; mkdir -p .gpu/stage/whl .gpu/stage/meta
+  ver() { "$PY" -m pip show "$1" 2>/dev/null | sed -n 's/^Version: //p'; }
+  specs=(); for p in pygls lsprotocol cattrs pydivsufsort watchdog gguf transformers pathspec; do  # the image has tokenizers 0.23.2
+    v=$(ver "$p"); [ -n "$v" ] && specs+=("$p==$v"); done
+  "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    -d .gpu/stage/whl "${specs[@]}" 2>&1 | grep -v "is ignored" || true
+  cache=$("$PY" -c 'from fastcoder.models import cache_root; print(cache_root())')
+  gguf="$cache/gguf/$model.gguf"; [ -f "$gguf" ] || { echo "no $gguf: run \`fastcoder models fetch $model\` first"; exit 1; }
+  echo "$model" > .gpu/stage/meta/model.name
+  mkdir -p .gpu/stage/cache/gguf .gpu/stage/cache/common
+  ln "$gguf" ".gpu/stage/cache/gguf/$model.gguf" 2>/dev/null || cp "$gguf" ".gpu/stage/cache/gguf/"
+  cp "$cache"/common/*-stdlib.fcds .gpu/stage/cache/common/ 2>/dev/null || echo "no common datastore: the device builds one"
+  [ -d "$cache/bench" ] && cp -r "$cache/bench" .gpu/stage/cache/bench
+  tar -C .gpu/stage -cf - . | gzip -6 > .gpu/all.tgz && rm -rf .gpu/stage
+  sha256sum .gpu/all.tgz | cut -c1-64 > .gpu/all.sha256
+  tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+  room=$(( 64 * 1024 * 1024 - tree - 1024 * 1024 ))
+  [ "$room" -gt 8000000 ] || { echo "the working tree ($tree bytes) leaves no room: mv docs/bench out first"; exit 1; }
+  split -b "$room" -d -a 2 .gpu/all.tgz .gpu/part
+  n=0; for f in .gpu/part*; do mkdir -p ".gpu/c$n"; mv "$f" ".gpu/c$n/"; n=$((n+1)); done
+  cp .gpu/all.sha256 .gpu/c$((n-1))/
+  rm .gpu/all.tgz
+  echo "tree $((tree / 1048576)) MiB; $n chunks of up to $((room / 1048576)) MiB: chunk 0..$((n-2)), then run SECONDS $((n-1))" ;;
 chunk)
-  cp ".gpu/m$1/"* /tmp/fc-chunks/ && du -sh /tmp/fc-chunks ;;
-model)
-  cp ".gpu/m$1/"* /tmp/fc-chunks/ && cp -r .gpu/data/bench /tmp/fc-cache/
-  name=$(cat /tmp/fc-chunks/model.name)
-  cat /tmp/fc-chunks/part* > "/tmp/fc-cache/gguf/$name.gguf" && rm -f /tmp/fc-chunks/part*
-  [ "$(sha256sum "/tmp/fc-cache/gguf/$name.gguf" | cut -c1-64)" = "$(cat /tmp/fc-chunks/model.sha256)" ] || { echo "sha256 mismatch: a chunk is missing"; exit 1; }
-  time fc models fetch "$name" --quiet --no-load || exit 1
-  echo "model $name ready" ;;
-smoke)
-  python3 -m pytest -q -p no:cacheprovider tests/test_static_verifier.py tests/test_folded_attention.py 2>&1 | tail -15 | tee "$OUT/smoke-pytest.log"
-  timeout -s INT 240 python3 -m fastcoder_cli bench --suite repo --limit 2 --methods ar,fastcoder --device cuda --dtype bfloat16 \
-    --out /tmp/smoke --force --quiet 2>&1 | tail -40 | tee "$OUT/smoke-suite.log"
-  cp /tmp/smoke/report.json "$OUT/smoke-report.json" 2>/dev/null; true ;;
-suite)
-  t=${SUITE_TIMEOUT:-480}
-  timeout -s INT "$t" python3 -m fastcoder_cli bench --suite repo --device cuda --out /tmp/suite --quiet "$@" > "$OUT/suite.log" 2>&1
-  echo "rc $?"; tail -60 "$OUT/suite.log"
-  for f in report.json report.md tasks.jsonl run.json; do cp "/tmp/suite/$f" "$OUT/" 2>/dev/null; done; true ;;
-replay)
-  t=${REPLAY_TIMEOUT:-480}
-  timeout -s INT "$t" python3 -m fastcoder_cli bench replay --device cuda --out /tmp/replay "$@" > "$OUT/replay.log" 2>&1
-  echo "rc $?"; tail -60 "$OUT/replay.log"
-  cp /tmp/replay/report.json "$OUT/replay-report.json" 2>/dev/null; cp /tmp/replay/*.md "$OUT/" 2>/dev/null; true ;;
-*) echo "usage: fastcoder_bench/gpu.sh setup | chunk N | model N | smoke | suite ARGS | replay ARGS"; exit 2 ;;
+  [ "$1" = 0 ] && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  mkdir -p /tmp/fc-chunks && cp ".gpu/c$1/"* /tmp/fc-chunks/ && du -sh /tmp/fc-chunks ;;
+run)
+  total=${1:?SECONDS}; last=${2:-}
+  t0=$SECONDS; left() { echo $(( total - (SECONDS - t0) )); }
+  OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+  export PYTHONPATH=$here:/tmp/site FASTCODER_CACHE=/tmp/fc-cache HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+  fc() { python3 -m fastcoder_cli "$@"; }
+  {
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
+    if [ ! -d /tmp/fc-cache/gguf ]; then
+      [ -n "$last" ] && cp ".gpu/c$last/"* /tmp/fc-chunks/
+      cat /tmp/fc-chunks/part* > /tmp/all.tgz
+      [ "$(sha256sum /tmp/all.tgz | cut -c1-64)" = "$(cat /tmp/fc-chunks/all.sha256)" ] || { echo "sha256 mismatch: a chunk is missing"; exit 1; }
+      mkdir -p /tmp/fc-stage && tar -C /tmp/fc-stage -xzf /tmp/all.tgz && rm -f /tmp/all.tgz /tmp/fc-chunks/part*
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site /tmp/fc-stage/whl/*.whl || exit 1
+      mv /tmp/fc-stage/cache /tmp/fc-cache
+    fi
+    name=$(cat /tmp/fc-stage/meta/model.name)
+    python3 -c "import os, torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, torch.cuda.get_device_name(), 'cpus', os.cpu_count())"
+    s=$SECONDS; fc models fetch "$name" --quiet --no-load || exit 1; echo "model $name converted in $((SECONDS - s)) s; $(left) s left"
+  } 2>&1 | tee "$OUT/setup.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || exit 1
+  name=$(cat /tmp/fc-stage/meta/model.name)
+  t=$(( $(left) < 70 ? $(left) : 70 ))
+  [ "$t" -gt 20 ] && timeout -s INT "$t" python3 -m pytest -q -p no:cacheprovider tests/test_static_verifier.py \
+    tests/test_folded_attention.py > "$OUT/cuda-tests.log" 2>&1; tail -4 "$OUT/cuda-tests.log"
+  replay_min=${REPLAY_MIN_S:-170}
+  t=$(( $(left) - replay_min ))
+  if [ "$t" -gt 60 ]; then
+    echo "suite: $t s"
+    # shellcheck disable=SC2086
+    timeout -s INT "$t" python3 -m fastcoder_cli bench --suite repo --device cuda --dtype bfloat16 --model "$name" \
+      --out /tmp/suite --quiet ${SUITE_ARGS:---limit 20 --methods ar,pld,fastcoder,hf-static --cost-curve measure} > "$OUT/suite.log" 2>&1
+    echo "suite rc $?"; tail -12 "$OUT/suite.log"
+    for f in report.json report.md tasks.jsonl run.json; do cp "/tmp/suite/$f" "$OUT/" 2>/dev/null; done
+  fi
+  t=$(( $(left) - 5 ))
+  if [ "$t" -gt 60 ]; then
+    echo "replay: $t s"
+    # shellcheck disable=SC2086
+    timeout -s INT "$t" python3 -m fastcoder_cli bench replay --device cuda --dtype bfloat16 --model "$name" --out /tmp/replay \
+      ${REPLAY_ARGS:---files 2 --max-keys 150 --methods ar,fastcoder} > "$OUT/replay.log" 2>&1
+    echo "replay rc $?"; tail -16 "$OUT/replay.log"
+    cp /tmp/replay/report.json "$OUT/replay-report.json" 2>/dev/null; cp /tmp/replay/report.md "$OUT/replay-report.md" 2>/dev/null
+  fi
+  echo "done with $(left) s left" ;;
+*) echo "usage: fastcoder_bench/gpu.sh pack [MODEL] | chunk K | run SECONDS [K]"; exit 2 ;;
 esac
