@@ -20,6 +20,7 @@ occurrences) per key — far below one forward pass.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from itertools import islice
 from typing import Sequence
 
 from fastcoder.datastore import Retrieval
@@ -35,19 +36,27 @@ class NgramIndex:
     key_len: the shortest match returned (n_min); keys of ``max(key_len, 2)`` tokens
         are looked up first, then (key_len 1) one-token keys.
     max_sequences: bound on stored sequences; the oldest are evicted (FIFO).
-    max_candidates: occurrences remembered per key (most recent kept).
+    max_candidates: occurrences a lookup walks per key (the most recent).
+    truncatable: keep every occurrence (a lookup still walks ``max_candidates``), so that
+        :meth:`truncate` leaves exactly the index of the shorter sequence; otherwise
+        only ``max_candidates`` occurrences per key are kept.
     """
 
-    def __init__(self, key_len: int = 2, max_sequences: int = 2000, max_candidates: int = 64) -> None:
+    def __init__(self, key_len: int = 2, max_sequences: int = 2000, max_candidates: int = 64,
+                 truncatable: bool = False) -> None:  # fmt: skip
         if key_len < 1:
             raise ValueError("key_len must be >= 1")
         self.key_len = key_len
         self._key_lens = tuple(sorted({key_len, max(key_len, 2)}, reverse=True))
         self.max_sequences = max_sequences
         self.max_candidates = max_candidates
+        self.truncatable = truncatable
         self._seqs: OrderedDict[int, list[int]] = OrderedDict()
-        self._index: dict[Path_, deque[tuple[int, int]]] = {}
+        self._index: dict[Path_, deque[tuple[int, int]] | list[tuple[int, int]]] = {}
         self._next_id = 0
+
+    def _bucket(self, items=()) -> deque[tuple[int, int]] | list[tuple[int, int]]:
+        return list(items) if self.truncatable else deque(items, maxlen=self.max_candidates)
 
     def __len__(self) -> int:
         return len(self._seqs)
@@ -82,8 +91,41 @@ class NgramIndex:
                 key = tuple(seq[end - k : end])
                 bucket = self._index.get(key)
                 if bucket is None:
-                    bucket = self._index[key] = deque(maxlen=self.max_candidates)
+                    bucket = self._index[key] = self._bucket()
                 bucket.append((sid, end))
+
+    @property
+    def last_id(self) -> int | None:
+        """The id of the last stored sequence (None when empty)."""
+        return next(reversed(self._seqs), None)
+
+    def sequence(self, sid: int) -> list[int]:
+        """The stored tokens of sequence ``sid`` (not a copy: do not modify)."""
+        return self._seqs[sid]
+
+    def truncate(self, sid: int, length: int) -> None:
+        """Keep the first ``length`` tokens of sequence ``sid``, the last one stored
+        (the live context, cut back to the prompt a new generation shares with the
+        last). Needs ``truncatable``: the index is then exactly that of the shorter
+        sequence, as if it had been added so."""
+        if not self.truncatable:
+            raise ValueError("truncate needs an index made with truncatable=True")
+        if sid != self.last_id:
+            raise ValueError("only the last stored sequence can be truncated")
+        seq = self._seqs[sid]
+        if length >= len(seq):
+            return
+        for k in self._key_lens:
+            # the occurrences to drop are the last ones of their keys (appended in order)
+            for end in range(len(seq) - 1, max(length, k) - 1, -1):
+                key = tuple(seq[end - k : end])
+                bucket = self._index[key]
+                if bucket[-1] != (sid, end):
+                    raise ValueError(f"sequence {sid} was not the last one extended")
+                bucket.pop()
+                if not bucket:
+                    del self._index[key]
+        del seq[length:]
 
     def _evict_oldest(self) -> None:
         sid, seq = self._seqs.popitem(last=False)
@@ -93,7 +135,7 @@ class NgramIndex:
                 bucket = self._index.get(key)
                 if bucket is None:
                     continue
-                kept = deque((c for c in bucket if c[0] != sid), maxlen=self.max_candidates)
+                kept = self._bucket(c for c in bucket if c[0] != sid)
                 if kept:
                     self._index[key] = kept
                 else:
@@ -127,7 +169,7 @@ class NgramIndex:
         for k in self._key_lens:  # longest key first; a shorter one only where it found nothing
             if n_ctx < k:
                 continue
-            for sid, end in reversed(self._index.get(tuple(ctx[-k:]), ())):  # most recent first
+            for sid, end in islice(reversed(self._index.get(tuple(ctx[-k:]), ())), self.max_candidates):  # most recent first
                 seq = self._seqs[sid]
                 if end >= len(seq):
                     continue

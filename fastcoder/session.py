@@ -66,6 +66,9 @@ class Session:
         # (budget.AcceptanceModel), carried from one generation to the next
         self.acceptance = AcceptanceModel()
         self.draft_cost = DraftCost()  # drafting seconds per requested node (budget.DraftCost)
+        # what a draft source keeps of this document between generations, by source name
+        # (the live context's index, cut back to the next prompt's shared prefix)
+        self.source_state: dict[str, object] = {}
         self.lock = threading.Lock()  # one generation at a time per session
 
     def reset(self) -> None:
@@ -76,6 +79,7 @@ class Session:
         self.spare.reset()
         self.acceptance = AcceptanceModel()
         self.draft_cost = DraftCost()
+        self.source_state.clear()
 
     def take_longest(self, ids: list[int]) -> None:
         """Make :attr:`kv` the cache holding the longer common token prefix with ``ids``

@@ -169,3 +169,15 @@ def _hf_call() -> Any:
     except ImportError:  # pragma: no cover - transformers is a dependency
         return None
     return PreTrainedTokenizerBase.__call__
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share (compared in slices, at C speed)."""
+    n, lo = min(len(a), len(b)), 0
+    while lo < n:
+        hi = min(n, lo + 256)
+        x, y = list(a[lo:hi]), list(b[lo:hi])
+        if x != y:
+            return lo + next(i for i, (p, q) in enumerate(zip(x, y)) if p != q)
+        lo = hi
+    return n

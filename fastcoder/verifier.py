@@ -78,6 +78,7 @@ import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 from fastcoder import attention
+from fastcoder.tokens import common_prefix
 from fastcoder.trie import DraftTree
 
 log = logging.getLogger(__name__)
@@ -227,10 +228,7 @@ class KVState:
 
     def common(self, ids: Sequence[int]) -> int:
         """How many of ``ids``, from the first, this cache holds already."""
-        held, n, i = self.ids, min(len(self.ids), len(ids)), 0
-        while i < n and held[i] == ids[i]:
-            i += 1
-        return i
+        return common_prefix(self.ids, ids)
 
 
 class Margins:

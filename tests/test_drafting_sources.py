@@ -174,3 +174,36 @@ def paths(tree: DraftTree) -> set[tuple[int, ...]]:
             i = tree.parents[i]
         out.add(tuple(reversed(path)))
     return out
+
+
+def test_the_live_context_and_reference_indexes_are_kept_across_a_documents_generations():
+    """A keystroke's generation reuses the document's live-context index (cut back to
+    the prompt's shared prefix: the last output and the tokens after the cursor go, the
+    new ones come in) and the reference's when the text after the cursor is unchanged;
+    every draft equals the one a fresh session gives."""
+    cfg = DecodeConfig(use_datastores=False, use_cache=False, learn_weights=False)
+    ses = Session(cfg)
+    after = [70, 71, 72, 73, 74, 75]
+    before = [1, 2, 3, 4, 5, 6, 7, 8, 9, 5, 6]
+    held = {}
+    for step, typed in enumerate([[], [7], [7, 8], [7, 8, 40]]):
+        prompt = [100] + before + typed + [101] + after + [102]
+        drafts = []
+        for session in (ses, Session(cfg)):
+            d = FastCoderDrafter(Sources(), reference=after)
+            st = state(prompt, cfg, session)
+            d.start(st)
+            tree = d.draft(st, 16)
+            drafts.append((tree.tokens, tree.sources))
+            out = [5, 6, 7] if step % 2 else [8, 9]  # the generation's output grows the live context
+            st.tokens += out
+            d.update(st, DraftTree(), [], out)
+            d.close()
+        assert drafts[0] == drafts[1]
+        if held:  # the same index objects, not rebuilt
+            assert ses.source_state["context"] is held["context"] and ses.source_state["reference"] is held["reference"]
+        held = dict(ses.source_state)
+        assert held["context"].sequence(held["context"].last_id) == prompt + out
+    d = FastCoderDrafter(Sources(), reference=after[1:])  # the text after the cursor changed
+    d.start(state([100] + before + [101] + after[1:] + [102], cfg, ses))
+    assert ses.source_state["reference"] is not held["reference"]

@@ -99,3 +99,48 @@ def test_recency_weights_the_most_recent_occurrence_first(seqs, ctx, recency):
         if recency <= 0.5 and len(occ[0]) > 0:
             top = max((p for p in got if len(p) == 1), key=lambda p: got[p])
             assert got[top] >= got[(occ[0][0],)] - 1e-9
+
+
+def _state(index):
+    """Everything a lookup reads: the sequences and each key's occurrences (in order)."""
+    return {sid: list(index.sequence(sid)) for sid in [index.last_id]}, {k: list(v) for k, v in index._index.items()}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    first=st.lists(st.integers(0, 3), max_size=120),
+    keep=st.integers(0, 130),
+    more=st.lists(st.integers(0, 3), max_size=40),
+    key_len=st.sampled_from([1, 2, 3]),
+    ctx=st.lists(st.integers(0, 3), min_size=1, max_size=8),
+)
+def test_a_truncated_and_extended_index_equals_a_fresh_one(first, keep, more, key_len, ctx):
+    """The live context kept across generations: cut back to the shared prefix and
+    extended, it is the index of the new sequence, occurrences beyond ``max_candidates``
+    included (4 symbols over 120 tokens: most keys occur more often than the 5 walked)."""
+    kept = NgramIndex(key_len=key_len, max_sequences=1, max_candidates=5, truncatable=True)
+    sid = kept.add(first)
+    kept.truncate(sid, keep)
+    kept.extend(sid, more)
+    fresh = NgramIndex(key_len=key_len, max_sequences=1, max_candidates=5, truncatable=True)
+    fresh.add(first[:keep] + more)
+    assert _state(kept)[0][sid] == _state(fresh)[0][fresh.last_id]
+    assert {k: [e for _, e in v] for k, v in _state(kept)[1].items()} == {k: [e for _, e in v] for k, v in _state(fresh)[1].items()}
+    a, b = kept.retrieve(ctx, n_max=6, max_nodes=20, max_depth=4), fresh.retrieve(ctx, n_max=6, max_nodes=20, max_depth=4)
+    assert (a.match_len, a.nodes, a.total) == (b.match_len, b.nodes, b.total)
+    # and a lookup walks the same candidates as a bounded (deque) index does
+    bounded = NgramIndex(key_len=key_len, max_sequences=1, max_candidates=5)
+    bounded.add(first[:keep] + more)
+    c = bounded.retrieve(ctx, n_max=6, max_nodes=20, max_depth=4)
+    assert (a.match_len, a.nodes, a.total) == (c.match_len, c.nodes, c.total)
+
+
+def test_truncate_refuses_a_bounded_index_and_an_older_sequence():
+    bounded = NgramIndex(max_sequences=1)
+    with pytest.raises(ValueError, match="truncatable"):
+        bounded.truncate(bounded.add([1, 2, 3]), 1)
+    idx = NgramIndex(max_sequences=3, truncatable=True)
+    old = idx.add([1, 2, 3])
+    idx.add([4, 5])
+    with pytest.raises(ValueError, match="last stored"):
+        idx.truncate(old, 1)

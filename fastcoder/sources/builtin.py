@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from fastcoder.ngram import NgramIndex
+from fastcoder.tokens import common_prefix
 from fastcoder.sources import DraftSource, SourceSetup, recent, register
 
 
@@ -29,8 +30,21 @@ class Context(DraftSource):
         return cls() if setup.config.use_context else None
 
     def start(self, st) -> None:
-        self.live = NgramIndex(key_len=st.config.n_min, max_sequences=1, max_candidates=64)
+        """The index of the last generation in this session (its prompt + output), cut
+        back to the prefix this prompt shares with it and extended with the rest: a
+        keystroke re-indexes the tokens after the cursor, not the whole prompt (the
+        index equals a fresh one: ``truncatable``)."""
+        held = st.session.source_state.get(self.name)
+        if isinstance(held, NgramIndex) and held.key_len == st.config.n_min and len(held) == 1:
+            self.live, self.live_id = held, held.last_id
+            seq = held.sequence(self.live_id)
+            n = common_prefix(seq, st.tokens)
+            held.truncate(self.live_id, n)
+            held.extend(self.live_id, st.tokens[n:])
+            return
+        self.live = NgramIndex(key_len=st.config.n_min, max_sequences=1, max_candidates=64, truncatable=True)
         self.live_id = self.live.add(st.tokens)
+        st.session.source_state[self.name] = self.live
 
     def propose(self, st, max_nodes: int):
         return recent(self.live, st, max_nodes) if self.live is not None else None
@@ -54,8 +68,16 @@ class Reference(DraftSource):
         return cls(setup.reference) if setup.config.use_context and setup.reference else None
 
     def start(self, st) -> None:
+        """The session's index of the last reference when it is the same text (the code
+        after the cursor does not change while the user types before it)."""
+        held = st.session.source_state.get(self.name)
+        if (isinstance(held, NgramIndex) and held.key_len == st.config.n_min and len(held) == 1
+                and held.sequence(held.last_id) == self.reference):  # fmt: skip
+            self.index = held
+            return
         self.index = NgramIndex(key_len=st.config.n_min, max_sequences=1, max_candidates=64)
         self.index.add(self.reference)
+        st.session.source_state[self.name] = self.index
 
     def propose(self, st, max_nodes: int):
         return recent(self.index, st, max_nodes) if self.index is not None else None

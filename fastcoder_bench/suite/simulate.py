@@ -71,9 +71,11 @@ def replay_task(
     exact_paths: bool = False,
     stop_fn=None,
     reference: Sequence[int] | None = None,
+    pool=None,
 ):
     """One recorded task through the real decode loop over its recorded AR output: the
-    :class:`fastcoder.decode.Generation` the loop returns (its stats hold the steps)."""
+    :class:`fastcoder.decode.Generation` the loop returns (its stats hold the steps).
+    ``pool``: the engine's search pool (datastores searched in its threads), or serial."""
     from fastcoder.decode import _eos_ids, generate
     from fastcoder.drafters import make_drafter
     from fastcoder.replay import ReplayVerifier
@@ -87,7 +89,7 @@ def replay_task(
                               max_nodes=max_nodes, exact_paths=exact_paths)  # fmt: skip
     if stop_fn is None and rec.get("task", {}).get("indent") is not None:
         stop_fn = block_end(int(rec["task"]["indent"]), check_first_line=True)  # the suite's stop rule
-    drafter = make_drafter(config, sources, reference=reference, pool=None)
+    drafter = make_drafter(config, sources, reference=reference, pool=pool)
     return generate(verifier, tokenizer, drafter, rec["prompt_ids"], config, session=session, stop_fn=stop_fn,
                     cost_curve=curve if config.max_draft_tokens is None else None)  # fmt: skip
 
