@@ -3,7 +3,7 @@ recorded AR outputs (fastcoder.replay.ReplayVerifier), the suite's sources (D_r,
 cost curve of a GPU run (so the budget asks for what it asked for there). What is timed is
 what the GPU run's "draft/retrieval" + "budget trim" columns time: host Python alone.
 
-    python docs/bench/draft-s20/draft_probe.py RECORDED_SUITE_DIR CURVE_RUN_JSON [repeats] [--profile]
+    python -m fastcoder_bench.probes.draft_cost RECORDED_SUITE_DIR CURVE_RUN_JSON [repeats] [--profile]
 
 Prints drafting ms per step (draft, trim), steps, mean accepted length, and with --profile
 the top functions by cumulative time inside drafting."""
@@ -18,20 +18,19 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from fastcoder.budget import CostCurve  # noqa: E402
-from fastcoder.config import DecodeConfig  # noqa: E402
-from fastcoder.drafters import Sources  # noqa: E402
-from fastcoder.session import Session  # noqa: E402
-from fastcoder_bench.suite.repo import RepoCorpus  # noqa: E402
-from fastcoder_bench.suite.runner import read_results  # noqa: E402
-from fastcoder_bench.suite.simulate import replay_task  # noqa: E402
-from fastcoder_bench.suite.tasks import make_repo_task  # noqa: E402
-from fastcoder_bench.suite.variants import make_variants  # noqa: E402
-from indexer.common import ensure_common  # noqa: E402
-from indexer.tokenizing import load_tokenizer  # noqa: E402
-from fastcoder.models import tokenizer_fingerprint  # noqa: E402
+from fastcoder.budget import CostCurve
+from fastcoder.config import DecodeConfig
+from fastcoder.drafters import Sources
+from fastcoder.session import Session
+from fastcoder_bench.suite.repo import RepoCorpus
+from fastcoder_bench.suite.runner import read_results
+from fastcoder_bench.suite.simulate import replay_task
+from fastcoder_bench.suite.tasks import make_repo_task
+from fastcoder_bench.suite.variants import make_variants
+from indexer.common import ensure_common
+from indexer.tokenizing import load_tokenizer
+from fastcoder.models import tokenizer_fingerprint
 
 
 def main() -> None:

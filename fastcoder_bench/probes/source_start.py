@@ -2,7 +2,7 @@
 the live context's n-gram index (prompt + output) and the reference's (the code after
 the cursor), built afresh each time vs kept in the document's session.
 
-    python docs/bench/draft-s20/start_probe.py [FILE] [keystrokes]
+    python -m fastcoder_bench.probes.source_start [FILE] [keystrokes]
 
 Retypes FILE from a third of the way in, one character at a time (a FIM prompt of the text before and
 after the cursor, about 1,500 + 500 tokens as the server cuts it); after each keystroke
@@ -16,17 +16,16 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from fastcoder.config import DecodeConfig  # noqa: E402
-from fastcoder.session import DraftState, Session  # noqa: E402
-from fastcoder.sources.builtin import Context, Reference  # noqa: E402
-from fastcoder.stats import GenStats  # noqa: E402
-from indexer.tokenizing import load_tokenizer  # noqa: E402
+from fastcoder.config import DecodeConfig
+from fastcoder.session import DraftState, Session
+from fastcoder.sources.builtin import Context, Reference
+from fastcoder.stats import GenStats
+from indexer.tokenizing import load_tokenizer
 
 
 def main() -> None:
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[3] / "lsp_server" / "complete.py"
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2] / "lsp_server" / "complete.py"
     keys = int(sys.argv[2]) if len(sys.argv) > 2 else 200
     tok = load_tokenizer("qwen2.5-coder-0.5b", progress=False)
     text = path.read_text()
