@@ -85,14 +85,18 @@ class NgramIndex:
         seq = self._seqs[sid]
         start = len(seq)
         seq.extend(int(t) for t in tokens)
+        index, new = self._index, self._bucket
         for k in self._key_lens:  # keys of different lengths never collide in one dict
-            for end in range(max(start, k), len(seq)):
-                # key = seq[end-k:end], continuation starts at ``end``
-                key = tuple(seq[end - k : end])
-                bucket = self._index.get(key)
+            first = max(start, k)
+            # key = seq[end-k:end], continuation starts at ``end`` (keys built by zip: a
+            # keystroke's generation indexes hundreds of tokens in the model thread)
+            keys = zip(*(seq[first - k + j : len(seq) - k + j] for j in range(k)))
+            for end, key in enumerate(keys, first):
+                bucket = index.get(key)
                 if bucket is None:
-                    bucket = self._index[key] = self._bucket()
-                bucket.append((sid, end))
+                    index[key] = new(((sid, end),))
+                else:
+                    bucket.append((sid, end))
 
     @property
     def last_id(self) -> int | None:
@@ -115,16 +119,19 @@ class NgramIndex:
         seq = self._seqs[sid]
         if length >= len(seq):
             return
+        index, n = self._index, len(seq)
         for k in self._key_lens:
+            first = max(length, k)
+            keys = list(zip(*(seq[first - k + j : n - k + j] for j in range(k))))
             # the occurrences to drop are the last ones of their keys (appended in order)
-            for end in range(len(seq) - 1, max(length, k) - 1, -1):
-                key = tuple(seq[end - k : end])
-                bucket = self._index[key]
+            for end in range(n - 1, first - 1, -1):
+                key = keys[end - first]
+                bucket = index[key]
                 if bucket[-1] != (sid, end):
                     raise ValueError(f"sequence {sid} was not the last one extended")
                 bucket.pop()
                 if not bucket:
-                    del self._index[key]
+                    del index[key]
         del seq[length:]
 
     def _evict_oldest(self) -> None:

@@ -87,7 +87,7 @@ run)
     echo "suite rc $?"; tail -12 "$OUT/suite.log"
     # the host's share of a step, where the GPU run found drafting 3x dearer than a CPU
     # machine's: the same drafting over the same recorded tasks, no model (seconds)
-    timeout 60 python3 -m fastcoder_bench.probes.draft_cost /tmp/suite /tmp/suite/run.json 3 > "$OUT/probes.log" 2>&1
+    timeout 60 python3 -m fastcoder_bench.probes.draft_cost /tmp/suite /tmp/suite/run.json --repeats 3 > "$OUT/probes.log" 2>&1
     timeout 30 python3 -m fastcoder_bench.probes.source_start lsp_server/complete.py 100 >> "$OUT/probes.log" 2>&1
     grep -v Warn "$OUT/probes.log" | tail -8
     mv "$OUT/suite.log" /tmp/suite/ && tar -C /tmp/suite -czf "$OUT/suite.tgz" report.json report.md run.json tasks.jsonl suite.log

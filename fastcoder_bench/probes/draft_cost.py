@@ -1,27 +1,35 @@
 """Host cost of FastCoder's drafting, per step, with no model: the real decode loop over
-recorded AR outputs (fastcoder.replay.ReplayVerifier), the suite's sources (D_r, D_c), the
-cost curve of a GPU run (so the budget asks for what it asked for there). What is timed is
-what the GPU run's "draft/retrieval" + "budget trim" columns time: host Python alone.
+recorded AR outputs (:class:`fastcoder.replay.ReplayVerifier`), the suite's sources (D_r,
+D_c), the cost curve of a given run (a GPU's: the budget then asks for what it asked for
+there). What is timed is what a run's "draft/retrieval" + "budget trim" columns time: host
+Python alone.
 
-    python -m fastcoder_bench.probes.draft_cost RECORDED_SUITE_DIR CURVE_RUN_JSON [repeats] [--profile]
+    python -m fastcoder_bench.probes.draft_cost RECORDED_SUITE_DIR CURVE_RUN_JSON
+        [--repeats 3] [--max-new N] [--host-factor F] [--profile]
 
-Prints drafting ms per step (draft, trim), steps, mean accepted length, and with --profile
-the top functions by cumulative time inside drafting."""
+- ``--max-new N``: each recorded output cut to its first N tokens (an editor suggestion is
+  ~8-15 tokens; the suite's bodies ~47), the stop being ``max_new_tokens``.
+- ``--host-factor F``: drafting is charged F times what it measured here, in the budget's
+  drafting-cost model and in the estimate (a GPU host drafted 3x slower than a 2-vCPU EPYC).
+
+Per repeat, serial search and the engine's search pool interleaved: steps, accepted length,
+draft nodes per step, drafting and trim ms per step, and the estimated speedup over AR on
+the curve: ``sum(AR steps) * c(0) / sum(c(step rows) + F * drafting)``, as ``fastcoder bench
+--simulate`` estimates it (the model's own time varies; compare settings, then measure)."""
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import json
 import pstats
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-
-from fastcoder.budget import CostCurve
-from fastcoder.config import DecodeConfig
+from fastcoder.budget import CostCurve, StepBudget
 from fastcoder.drafters import Sources
+from fastcoder.models import tokenizer_fingerprint
 from fastcoder.session import Session
 from fastcoder_bench.suite.repo import RepoCorpus
 from fastcoder_bench.suite.runner import read_results
@@ -30,19 +38,23 @@ from fastcoder_bench.suite.tasks import make_repo_task
 from fastcoder_bench.suite.variants import make_variants
 from indexer.common import ensure_common
 from indexer.tokenizing import load_tokenizer
-from fastcoder.models import tokenizer_fingerprint
 
 
 def main() -> None:
-    out, curve_json = Path(sys.argv[1]), Path(sys.argv[2])
-    repeats = int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3].isdigit() else 3
-    profile = "--profile" in sys.argv
-    info = json.loads((out / "run.json").read_text())
-    records = sorted(read_results(out), key=lambda r: r.get("index", 0))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("suite_dir", type=Path)
+    ap.add_argument("curve_run_json", type=Path)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--max-new", type=int, default=0)
+    ap.add_argument("--host-factor", type=float, default=1.0)
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    info = json.loads((args.suite_dir / "run.json").read_text())
+    records = sorted(read_results(args.suite_dir), key=lambda r: r.get("index", 0))
     tok = load_tokenizer(info["spec"]["model"], progress=False)
     fp = tokenizer_fingerprint(tok)
     dc = ensure_common(tok, progress=False, fingerprint=fp)
-    curve = CostCurve.from_json(json.loads(curve_json.read_text())["machine"]["cost_curve"])
+    curve = CostCurve.from_json(json.loads(args.curve_run_json.read_text())["machine"]["cost_curve"])
     corpora, drs = {}, {}
     for rec in records:
         t = rec["task"]
@@ -50,37 +62,48 @@ def main() -> None:
         text = (Path(t["repo"]) / t["path"]).read_text(encoding="utf-8")
         task = make_repo_task(rec["id"], Path(t["repo"]), t["path"], text, *t["body_lines"], group=t.get("group"))
         drs[rec["id"]] = c.dr_for(task, tok, fp)
+        if args.max_new:  # an editor-sized suggestion: the first max_new tokens, ended by the limit
+            ar = rec["results"]["ar"]
+            ar["tokens"] = ar["tokens"][: args.max_new]
+            ar["stats"] = dict(ar["stats"], stop_reason="max_new_tokens")
+            rec["task"] = dict(t, indent=None)
     (variant,) = [v for v in make_variants(["fastcoder"], ablate=False, max_new_tokens=info["spec"]["max_new_tokens"]) if v.name == "fastcoder"]
-    cfg = variant.config
-    prof = cProfile.Profile() if profile else None
+    cfg = variant.config.replace(max_new_tokens=args.max_new) if args.max_new else variant.config
+    factor = args.host_factor
+    observe = StepBudget.observe_drafting
+    StepBudget.observe_drafting = lambda self, n, s: observe(self, n, s * factor)  # the slower host's drafting
+    prof = cProfile.Profile() if args.profile else None
     pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="fastcoder-search")  # as the engine's
-    for rep in range(repeats):
-      for pooled in (False, True):  # interleaved: serial search, then the engine's pool
-          sessions: dict = {}
-          draft = trim = wall = 0.0
-          steps = tokens = nodes = 0
-          t_all = time.perf_counter()
-          for rec in records:
-              ar = rec["results"]["ar"]
-              if len(ar["tokens"]) < 2:
-                  continue
-              ses = sessions.setdefault(rec["task"].get("group"), Session(cfg))
-              if prof is not None and rep == repeats - 1:
-                  prof.enable()
-              t0 = time.perf_counter()
-              gen = replay_task(rec, cfg, Sources(dr=drs[rec["id"]], dc=dc), tok, curve, ses, pool=pool if pooled else None)
-              wall += time.perf_counter() - t0
-              if prof is not None:
-                  prof.disable()
-              st = gen.stats
-              draft += st.retrieval_s
-              trim += st.tree_s
-              steps += st.forward_steps
-              tokens += len(ar["tokens"]) - 1
-              nodes += sum(st.draft_sizes)
-          print(f"repeat {rep} {'pool  ' if pooled else 'serial'}: {steps} steps, accepted length {tokens / steps:.2f}, draft nodes/step {nodes / steps:.1f}; "
-                f"per step: draft {1000 * draft / steps:.2f} ms, trim {1000 * trim / steps:.2f} ms, "
-                f"whole loop (no model) {1000 * wall / steps:.2f} ms; {time.perf_counter() - t_all:.1f} s")
+    for rep in range(args.repeats):
+        for pooled in (False, True):  # interleaved: serial search, then the engine's pool
+            sessions: dict = {}
+            draft = trim = wall = est = ar_est = 0.0
+            steps = tokens = nodes = 0
+            t_all = time.perf_counter()
+            for rec in records:
+                ar = rec["results"]["ar"]
+                if len(ar["tokens"]) < 2:
+                    continue
+                ses = sessions.setdefault(rec["task"].get("group"), Session(cfg))
+                if prof is not None and rep == args.repeats - 1:
+                    prof.enable()
+                t0 = time.perf_counter()
+                gen = replay_task(rec, cfg, Sources(dr=drs[rec["id"]], dc=dc), tok, curve, ses, pool=pool if pooled else None)
+                wall += time.perf_counter() - t0
+                if prof is not None:
+                    prof.disable()
+                st = gen.stats
+                draft += st.retrieval_s
+                trim += st.tree_s
+                steps += st.forward_steps
+                tokens += len(ar["tokens"]) - 1
+                nodes += sum(st.draft_sizes)
+                est += sum(curve.cost(k) for k in st.draft_sizes) + factor * (st.retrieval_s + st.tree_s)
+                ar_est += (len(ar["tokens"]) - 1 + (st.stop_reason == "eos")) * curve.cost(0)
+            print(f"repeat {rep} {'pool  ' if pooled else 'serial'}: {steps} steps, accepted length {tokens / steps:.2f}, "
+                  f"draft nodes/step {nodes / steps:.1f}; per step: draft {1000 * draft / steps:.2f} ms, "
+                  f"trim {1000 * trim / steps:.2f} ms, whole loop (no model) {1000 * wall / steps:.2f} ms; "
+                  f"est. speedup vs AR {ar_est / est:.2f}x (host factor {factor:g}); {time.perf_counter() - t_all:.1f} s")
     if prof is not None:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(45)
 
