@@ -156,18 +156,35 @@ def _children(tokens: np.ndarray, pos: np.ndarray, depth: int) -> tuple[np.ndarr
 
 
 MATRIX_ROWS = 2048
-"""A single store's range of at most this many occurrences is counted in one pass over
-its (occurrences x ``max_depth``) continuation matrix (:func:`_matrix_continuations`);
-larger ranges (and several stores) are expanded node by node, best first."""
+"""Ranges of at most this many occurrences in all (one store's, or several stores' together:
+a workspace's base and the delta of the files being edited) are counted in one pass over
+their (occurrences x ``max_depth``) continuation matrix (:func:`_matrix_continuations`);
+larger ones are expanded node by node, best first."""
 
 
-def _matrix_continuations(tokens: np.ndarray, pos: np.ndarray, max_nodes: int, max_depth: int,
+def _continuation_matrix(tokens: np.ndarray, pos: np.ndarray, max_depth: int) -> np.ndarray:
+    """Row i: the ``max_depth`` tokens after ``pos[i]``, ``SEP`` from the first separator
+    (or the array's end) on."""
+    n = tokens.size
+    idx = pos[:, None] + np.arange(max_depth, dtype=np.int64)
+    if int(idx[:, -1].max()) < n:
+        mat = np.asarray(tokens[idx])
+    else:
+        mat = np.full(idx.shape, SEP, dtype=np.int32)
+        ok = idx < n
+        mat[ok] = tokens[idx[ok]]
+    mat[~np.logical_and.accumulate(mat != SEP, axis=1)] = SEP
+    return mat
+
+
+def _matrix_continuations(parts: Sequence[tuple[np.ndarray, np.ndarray]], max_nodes: int, max_depth: int,
                           scale: int) -> list[tuple[tuple[int, ...], int]]:  # fmt: skip
-    """:func:`continuations` for one store, from the whole continuation matrix at once.
+    """:func:`continuations` from the whole continuation matrix at once.
 
-    Row i holds the ``max_depth`` tokens after ``pos[i]`` (a separator, or the array's
-    end, ends a row: later columns do not count). The rows are in suffix-array order, so
-    every trie node is a run of adjacent rows: a row starts a node at depth d when it
+    Row i holds the ``max_depth`` tokens after an occurrence (a separator, or the array's
+    end, ends a row: later columns do not count). One store's rows are in suffix-array
+    order; several stores' rows are sorted together (lexicographically): either way every
+    trie node is a run of adjacent rows: a row starts a node at depth d when it
     differs from the row above in one of its first d + 1 tokens. Counts are run lengths,
     children come in ascending token order, and no child is heavier than its parent.
 
@@ -178,15 +195,11 @@ def _matrix_continuations(tokens: np.ndarray, pos: np.ndarray, max_nodes: int, m
     weighing exactly ``floor`` then leave in the order they were pushed (a queue: the
     ``floor`` roots, then the ``floor`` children of the heavier nodes as those were taken,
     then, breadth first, their own ``floor`` children). Lighter nodes are never taken."""
-    n = tokens.size
-    idx = pos[:, None] + np.arange(max_depth, dtype=np.int64)
-    if int(idx[:, -1].max()) < n:
-        mat = np.asarray(tokens[idx])
-    else:
-        mat = np.full(idx.shape, SEP, dtype=np.int32)
-        ok = idx < n
-        mat[ok] = tokens[idx[ok]]
-    valid = np.logical_and.accumulate(mat != SEP, axis=1)
+    mats = [_continuation_matrix(tokens, pos, max_depth) for tokens, pos in parts]
+    mat = mats[0] if len(mats) == 1 else np.concatenate(mats)
+    if len(mats) > 1:
+        mat = mat[np.lexsort(mat.T[::-1])]  # column 0 the primary key
+    valid = mat != SEP
     start = np.ones(mat.shape, dtype=bool)
     np.logical_or.accumulate(mat[1:] != mat[:-1], axis=1, out=start[1:])
     start &= valid
@@ -273,8 +286,8 @@ def continuations(
     parts = [(s._tok, p) for s, p in parts if p.size]
     if not parts or max_nodes <= 0 or max_depth <= 0:
         return out
-    if len(parts) == 1 and parts[0][1].size <= MATRIX_ROWS:
-        return _matrix_continuations(parts[0][0], np.asarray(parts[0][1], dtype=np.int64), max_nodes, max_depth, scale)
+    if sum(p.size for _, p in parts) <= MATRIX_ROWS:
+        return _matrix_continuations([(t, np.asarray(p, dtype=np.int64)) for t, p in parts], max_nodes, max_depth, scale)
     heap: list[tuple[int, int, tuple[int, ...], list[np.ndarray | None]]] = []
     counter = 0
     single = len(parts) == 1

@@ -504,27 +504,33 @@ def test_topk_continuations_equal_brute_force():
 
 
 def test_matrix_and_node_by_node_continuations_agree(monkeypatch):
-    """One store's range is counted from its whole continuation matrix (up to
-    ``MATRIX_ROWS`` occurrences) or node by node: the same nodes, counts and order,
-    with many ties (a 3-token vocabulary), documents ending inside the depth and
+    """A range is counted from its whole continuation matrix (up to ``MATRIX_ROWS``
+    occurrences; one store's, or two stores' rows sorted together, as a workspace's base
+    and the delta of the edited files) or node by node: the same nodes, counts and
+    order, with many ties (a 3-token vocabulary), documents ending inside the depth and
     strided (scaled) samples; both equal the brute-force reference."""
     import fastcoder.search as search
 
     rng = np.random.default_rng(3)
     docs = [rng.integers(0, 3, size=int(rng.integers(1, 60))) for _ in range(120)]
     store = TokenDatastore.build(docs)
+    delta = TokenDatastore.build(docs[:7] + [rng.integers(0, 3, size=30) for _ in range(5)])
     for pat in ([0], [1, 2], [2, 2, 0], [0, 1, 0, 1]):
-        lo, hi = store.find_range(pat)
-        pos = np.asarray(store.sa[lo:hi], dtype=np.int64) + len(pat)
-        for sample in (pos, pos[::3]):
-            for max_nodes in (1, 2, 7, 64, 500):
-                for depth in (1, 5, 16):
-                    got = []
-                    for rows in (0, 10**6):
-                        monkeypatch.setattr(search, "MATRIX_ROWS", rows)
-                        got.append(search.continuations([(store, sample)], max_nodes=max_nodes, max_depth=depth, scale=3))
-                    assert got[0] == got[1], (pat, max_nodes, depth)
-                    assert got[0] == [(p, 3 * c) for p, c in _reference_continuations([(store, sample)], max_nodes, depth)]
+        parts = []
+        for s in (store, delta):
+            lo, hi = s.find_range(pat)
+            parts.append((s, np.asarray(s.sa[lo:hi], dtype=np.int64) + len(pat)))
+        for step in (1, 3):
+            for sub in (parts[:1], parts):
+                sample = [(s, p[::step]) for s, p in sub]
+                for max_nodes in (1, 2, 7, 64, 500):
+                    for depth in (1, 5, 16):
+                        got = []
+                        for rows in (0, 10**6):
+                            monkeypatch.setattr(search, "MATRIX_ROWS", rows)
+                            got.append(search.continuations(sample, max_nodes=max_nodes, max_depth=depth, scale=3))
+                        assert got[0] == got[1], (pat, len(sub), max_nodes, depth)
+                        assert got[0] == [(p, 3 * c) for p, c in _reference_continuations(sample, max_nodes, depth)]
 
 
 def test_build_deps_searches_a_merged_store_equal_to_the_shards(tmp_path, tiny_tokenizer, isolated_cache):
