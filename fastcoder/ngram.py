@@ -19,6 +19,7 @@ occurrences) per key — far below one forward pass.
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict, deque
 from itertools import islice
 from typing import Sequence
@@ -193,21 +194,33 @@ class NgramIndex:
             return Retrieval()
         if most_recent_only:
             hits = hits[:1]
-        # count continuation prefixes (hits are most recent first)
-        counts: dict[Path_, float] = {}
-        weight, total = 1.0, 0.0
+        # count continuation prefixes in a trie (hits are most recent first): node =
+        # [weight, children by token, first seen], never a tuple per prefix of every hit
+        root: dict[int, list] = {}
+        seen, weight, total = 0, 1.0, 0.0
         for seq, end in hits:
-            cont = seq[end : end + max_depth]
-            for d in range(1, len(cont) + 1):
-                p = tuple(cont[:d])
-                counts[p] = counts.get(p, 0) + weight
+            level = root
+            for t in seq[end : end + max_depth]:
+                node = level.get(t)
+                if node is None:
+                    node = level[t] = [0.0, {}, seen]
+                    seen += 1
+                node[0] += weight
+                level = node[1]
             total += weight
             weight *= recency
-        if recency == 1.0:
-            counts = {p: int(c) for p, c in counts.items()}
+        whole = recency == 1.0  # plain counts (ints)
+        if whole:
             total = len(hits)
-        nodes = sorted(counts.items(), key=lambda kv: (-kv[1], len(kv[0])))[:max_nodes]
-        # keep the set prefix-closed after the cut
-        keep = set(p for p, _ in nodes)
-        nodes = [(p, c) for p, c in nodes if all(p[:i] in keep for i in range(1, len(p)))]
+        # best first by (weight, length, first seen): a node never outweighs its parent and
+        # is longer, so this pops exactly the order of sorting every prefix by that key
+        # (the ``max_nodes`` first of them, a prefix-closed set)
+        heap = [(-node[0], 1, node[2], (t,), node) for t, node in root.items()]
+        heapq.heapify(heap)
+        nodes: list[tuple[Path_, float]] = []
+        while heap and len(nodes) < max_nodes:
+            neg, depth, _, path, node = heapq.heappop(heap)
+            nodes.append((path, int(-neg) if whole else -neg))
+            for t, child in node[1].items():
+                heapq.heappush(heap, (-child[0], depth + 1, child[2], path + (t,), child))
         return Retrieval(match_len=best, nodes=nodes, total=total)
