@@ -26,7 +26,9 @@ import json
 import os
 import struct
 import tempfile
+import threading
 import zlib
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -54,6 +56,34 @@ def _crc(arrays: Iterable[np.ndarray]) -> int:
     return crc
 
 
+class ContinuationMemo:
+    """A small LRU of a store's continuation tries by (range, match length, sizes):
+    thread-safe (searches run in a pool)."""
+
+    SIZE = 256
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[tuple, tuple] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key: tuple) -> tuple | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return value
+
+    def put(self, key: tuple, value: tuple) -> None:
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self.SIZE:
+                self._items.popitem(last=False)
+
+
 class TokenDatastore:
     """Suffix-array index over token documents. Immutable once built."""
 
@@ -77,6 +107,10 @@ class TokenDatastore:
         self._first_table: tuple[np.ndarray, np.ndarray] | None = None
         self.fingerprint = fingerprint
         self.meta = dict(meta or {})
+        # continuations of whole suffix-array ranges, kept: an immutable store answers
+        # the same range the same way, and typing asks for the same short matches again
+        # and again (:func:`fastcoder.search.search`)
+        self.memo = ContinuationMemo()
 
     # ------------------------------------------------------------------ building
     @classmethod

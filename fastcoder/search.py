@@ -403,10 +403,20 @@ def search(
     if not found:
         return Retrieval()
     best = max(f[2] for f in found)
-    hits = [(s, _live(s, lo, hi, d)) for s, d, m, lo, hi in found if m == best]
+    top = [f for f in found if f[2] == best]
+    # one store with no dead documents: its answer for this suffix-array range is kept
+    memo = getattr(top[0][0], "memo", None) if len(top) == 1 and top[0][1] is None else None
+    key = (top[0][3], top[0][4], best, max_positions, max_nodes, max_depth)
+    kept = memo.get(key) if memo is not None else None
+    if kept is not None:
+        nodes, total = kept
+        return Retrieval(match_len=best, nodes=list(nodes), total=total)
+    hits = [(s, _live(s, lo, hi, d)) for s, d, m, lo, hi in top]
     total = int(sum(p.size for _, p in hits))
     stride = -(-total // max_positions) if max_positions and total > max_positions else 1
     if stride > 1:
         hits = [(s, p[::stride]) for s, p in hits]
     nodes = continuations([(s, p + best) for s, p in hits], max_nodes=max_nodes, max_depth=max_depth, scale=stride)
+    if memo is not None:
+        memo.put(key, (tuple(nodes), total))
     return Retrieval(match_len=best, nodes=nodes, total=total)

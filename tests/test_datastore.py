@@ -114,3 +114,24 @@ def test_check_detects_a_broken_suffix_array():
     sa[[0, 5]] = sa[[5, 0]]
     with pytest.raises(DatastoreError):
         TokenDatastore(ds.tokens, sa, ds.doc_starts).check(samples=100)
+
+
+def test_a_stores_answers_are_kept_for_a_repeated_range_and_equal_fresh_ones():
+    """Typing asks a store for the same short matches again and again: the continuations
+    of a suffix-array range are kept (per store, LRU) and equal a fresh computation; a
+    search that filters dead documents does not use them."""
+    from fastcoder.search import search
+
+    rng = np.random.default_rng(5)
+    docs = [rng.integers(0, 5, size=int(rng.integers(5, 60))) for _ in range(40)]
+    store, fresh = TokenDatastore.build(docs), TokenDatastore.build(docs)
+    for _ in range(30):
+        ctx = rng.integers(0, 5, size=2).tolist()
+        a = store.retrieve(ctx, n_max=2, n_min=1, max_nodes=16, max_depth=6)
+        fresh.memo = type(fresh.memo)()  # nothing kept: computed afresh
+        b = fresh.retrieve(ctx, n_max=2, n_min=1, max_nodes=16, max_depth=6)
+        assert (a.match_len, a.nodes, a.total) == (b.match_len, b.nodes, b.total)
+    assert store.memo.hits > 0  # 30 two-token contexts over a 5-token vocabulary repeat
+    before = store.memo.hits + store.memo.misses
+    search([(store, np.array([0, 1]))], [1, 2, 3], n_min=1)  # dead documents 0 and 1: no memo
+    assert store.memo.hits + store.memo.misses == before
