@@ -404,9 +404,11 @@ def search(
         return Retrieval()
     best = max(f[2] for f in found)
     top = [f for f in found if f[2] == best]
-    # one store with no dead documents: its answer for this suffix-array range is kept
-    memo = getattr(top[0][0], "memo", None) if len(top) == 1 and top[0][1] is None else None
-    key = (top[0][3], top[0][4], best, max_positions, max_nodes, max_depth)
+    # one store: its answer for this suffix-array range (and these dead documents: a
+    # workspace's base keeps the same tombstones while a file is typed in) is kept
+    memo = getattr(top[0][0], "memo", None) if len(top) == 1 else None
+    dead = top[0][1]
+    key = (top[0][3], top[0][4], best, max_positions, max_nodes, max_depth, None if dead is None else dead.tobytes())
     kept = memo.get(key) if memo is not None else None
     if kept is not None:
         nodes, total = kept

@@ -118,8 +118,8 @@ def test_check_detects_a_broken_suffix_array():
 
 def test_a_stores_answers_are_kept_for_a_repeated_range_and_equal_fresh_ones():
     """Typing asks a store for the same short matches again and again: the continuations
-    of a suffix-array range are kept (per store, LRU) and equal a fresh computation; a
-    search that filters dead documents does not use them."""
+    of a suffix-array range are kept (per store, LRU, apart for each set of dead
+    documents) and equal a fresh computation."""
     from fastcoder.search import search
 
     rng = np.random.default_rng(5)
@@ -132,6 +132,10 @@ def test_a_stores_answers_are_kept_for_a_repeated_range_and_equal_fresh_ones():
         b = fresh.retrieve(ctx, n_max=2, n_min=1, max_nodes=16, max_depth=6)
         assert (a.match_len, a.nodes, a.total) == (b.match_len, b.nodes, b.total)
     assert store.memo.hits > 0  # 30 two-token contexts over a 5-token vocabulary repeat
-    before = store.memo.hits + store.memo.misses
-    search([(store, np.array([0, 1]))], [1, 2, 3], n_min=1)  # dead documents 0 and 1: no memo
-    assert store.memo.hits + store.memo.misses == before
+    for dead in (np.array([0, 1]), np.array([0, 1, 2, 3, 4, 5])):  # tombstoned documents
+        ctx = [1, 2]
+        fresh.memo = type(fresh.memo)()
+        a, b = search([(store, dead)], ctx, n_min=1), search([(fresh, dead)], ctx, n_min=1)
+        assert (a.match_len, a.nodes, a.total) == (b.match_len, b.nodes, b.total)
+        again = search([(store, dead)], ctx, n_min=1)
+        assert (again.match_len, again.nodes, again.total) == (a.match_len, a.nodes, a.total)
