@@ -119,8 +119,13 @@ class DecodeConfig:
     reuse_max_tokens: int = 96
     """Longest linear draft taken from the reference text in one step."""
 
-    parallel_search: bool = True
-    """Search the datastores in parallel threads."""
+    parallel_search: bool = False
+    """Search the datastore sources of a draft side by side in the engine's search threads.
+    Off by default since the twentieth session: Python holds the GIL through most of a
+    search, so the threads overlap little and their hand-offs cost more than they save
+    (2-vCPU AMD EPYC: ``fastcoder_bench.probes.host_overhead --pool`` 2.6 ms per editor
+    generation serial against 3.7-4.6 ms pooled; the repo suite's drafting 0.82-0.87
+    against 0.90-1.12 ms a step, ``fastcoder_bench.probes.draft_cost``)."""
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:

@@ -2,7 +2,7 @@
 GPU, whose steps cost ~4 ms, pays on top of its forwards.
 
     python -m fastcoder_bench.probes.host_overhead [FILE] [--keys 150] [--out-tokens 10]
-        [--curve RUN_JSON] [--profile]
+        [--curve RUN_JSON] [--pool] [--profile]
 
 Retypes FILE from a third of the way in, one character at a time, as the typing replay does
 (the text after the cursor unchanged, a sticky window start). At each keystroke both
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+from concurrent.futures import ThreadPoolExecutor
 import json
 import pstats
 import statistics
@@ -47,6 +48,7 @@ def main() -> None:
     ap.add_argument("--out-tokens", type=int, default=10)
     ap.add_argument("--curve", type=Path, help="a bench run.json whose cost curve the budget uses (default: none, no trimming)")
     ap.add_argument("--profile", action="store_true", help="cProfile FastCoder's generations")
+    ap.add_argument("--pool", action="store_true", help="also FastCoder searching its datastores in the engine's search pool")
     args = ap.parse_args()
     curve = CostCurve.from_json(json.loads(args.curve.read_text())["machine"]["cost_curve"]) if args.curve else None
     prof = cProfile.Profile() if args.profile else None
@@ -63,6 +65,9 @@ def main() -> None:
     eos = sorted(_eos_ids(tok, _NoModel()))[0]
     settings = ServerSettings()
     configs = {m: settings.decode_config(method=m, time_budget_s=None) for m in ("ar", "fastcoder")}
+    if args.pool:  # the same FastCoder, its datastore searches in the engine's pool (the server's way)
+        configs["fastcoder+pool"] = configs["fastcoder"]
+    pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="fastcoder-search")  # as the engine's
     sessions = {m: Session(c) for m, c in configs.items()}
     TokenInfo.for_tokenizer(tok)  # built once per tokenizer (the server's warm-up does it)
     at = len(text) // 3
@@ -76,11 +81,12 @@ def main() -> None:
         prompt = [fim[0]] + ids(text[max(0, at - 6000) : cursor]) + [fim[1]] + suffix + [fim[2]]
         out = ids(text[cursor : cursor + 200])[: args.out_tokens]
         dr.update_file(args.file, text[:cursor] + text[at + args.keys :])  # the buffer as typed so far
-        for m in (("ar", "fastcoder") if i % 2 else ("fastcoder", "ar")):
+        methods = list(configs)
+        for m in (methods if i % 2 else methods[::-1]):
             cfg = configs[m]
             verifier = ReplayVerifier(out, eos, max_nodes=127)
-            drafter = make_drafter(cfg, Sources(dr=dr, dc=dc), reference=suffix)
-            if prof is not None and m == "fastcoder":
+            drafter = make_drafter(cfg, Sources(dr=dr, dc=dc), reference=suffix, pool=pool if m.endswith("+pool") else None)
+            if prof is not None and m != "ar":
                 prof.enable()
             t0 = time.perf_counter()
             gen = generate(verifier, tok, drafter, prompt, cfg, session=sessions[m], cost_curve=curve if m != "ar" else None)
@@ -92,7 +98,7 @@ def main() -> None:
             drafting[m] += gen.stats.retrieval_s + gen.stats.tree_s
     for m in configs:
         g = per_gen[m]
-        print(f"{m:9s}: per generation median {1000 * statistics.median(g):.2f} ms, mean {1000 * statistics.mean(g):.2f} ms; "
+        print(f"{m:14s}: per generation median {1000 * statistics.median(g):.2f} ms, mean {1000 * statistics.mean(g):.2f} ms; "
               f"per step median {1000 * statistics.median(per_step[m]):.2f} ms; drafting {100 * drafting[m] / sum(g):.0f}% "
               f"({len(g)} generations of {args.out_tokens} tokens)")
     if prof is not None:
