@@ -89,7 +89,8 @@ run)
     # machine's: the same drafting over the same recorded tasks, no model (seconds)
     timeout 60 python3 -m fastcoder_bench.probes.draft_cost /tmp/suite /tmp/suite/run.json --repeats 3 > "$OUT/probes.log" 2>&1
     timeout 30 python3 -m fastcoder_bench.probes.source_start lsp_server/complete.py 100 >> "$OUT/probes.log" 2>&1
-    grep -v Warn "$OUT/probes.log" | tail -8
+    timeout 60 python3 -m fastcoder_bench.probes.host_overhead lsp_server/complete.py --curve /tmp/suite/run.json --pool >> "$OUT/probes.log" 2>&1
+    grep -v Warn "$OUT/probes.log" | tail -12
     mv "$OUT/suite.log" /tmp/suite/ && tar -C /tmp/suite -czf "$OUT/suite.tgz" report.json report.md run.json tasks.jsonl suite.log
   fi
   t=$(( $(left) - 5 ))
