@@ -408,7 +408,7 @@ def search(
     # workspace's base keeps the same tombstones while a file is typed in) is kept
     memo = getattr(top[0][0], "memo", None) if len(top) == 1 else None
     dead = top[0][1]
-    key = (top[0][3], top[0][4], best, max_positions, max_nodes, max_depth, None if dead is None else dead.tobytes())
+    key = (top[0][3], top[0][4], best, max_positions, max_nodes, max_depth, None if dead is None else np.asarray(dead).tobytes())
     kept = memo.get(key) if memo is not None else None
     if kept is not None:
         nodes, total = kept
