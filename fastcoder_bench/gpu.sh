@@ -14,8 +14,8 @@
 #            replay, each given what is left of SECONDS (stages that find too little left are skipped).
 # Every stage leaves its logs and reports in $OUT as soon as it ends (at most 8 files come back:
 # setup.log, cuda-tests.log, probes.log, suite.tgz, replay.tgz). Tunables (env): SUITE_ARGS,
-# REPLAY_ARGS, REPLAY_MIN_S. Measured on an H200 (2026-11-26): 8 chunk calls of ~61 MiB took
-# ~5 s each after a 30 s start; the run stage's setup (unpack, install, convert) 65 s, the CUDA
+# REPLAY_ARGS, REPLAY_MIN_S. Measured on an H200 (2026-11-26): 8 chunks of ~61 MiB, the
+# first 7 chunk calls ~5 s each after a 30 s start, the 8th carried by the run call; the run stage's setup (unpack, install, convert) 65 s, the CUDA
 # tests 100 s, the suite (ar,pld,fastcoder,hf-static, 20 tasks) ~170 s, a 2-file replay ~115 s.
 set -uo pipefail
 stage=${1:-}; shift || true
@@ -41,7 +41,7 @@ pack)
   [ -d "$cache/bench" ] && cp -r "$cache/bench" .gpu/stage/cache/bench
   tar -C .gpu/stage -cf - . | gzip -6 > .gpu/all.tgz && rm -rf .gpu/stage
   sha256sum .gpu/all.tgz | cut -c1-64 > .gpu/all.sha256
-  tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+  tree=$(git ls-files -z | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')  # what exists of the tree
   room=$(( 64 * 1024 * 1024 - tree - 1024 * 1024 ))
   [ "$room" -gt 8000000 ] || { echo "the working tree ($tree bytes) leaves no room: mv docs/bench out first"; exit 1; }
   split -b "$room" -d -a 2 .gpu/all.tgz .gpu/part
