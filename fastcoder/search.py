@@ -407,12 +407,13 @@ def search(
     # one store: its answer for this suffix-array range (and these dead documents: a
     # workspace's base keeps the same tombstones while a file is typed in) is kept
     memo = getattr(top[0][0], "memo", None) if len(top) == 1 else None
-    dead = top[0][1]
-    key = (top[0][3], top[0][4], best, max_positions, max_nodes, max_depth, None if dead is None else np.asarray(dead).tobytes())
-    kept = memo.get(key) if memo is not None else None
-    if kept is not None:
-        nodes, total = kept
-        return Retrieval(match_len=best, nodes=list(nodes), total=total)
+    if memo is not None:
+        _, dead, _, lo, hi = top[0]
+        key = (lo, hi, best, max_positions, max_nodes, max_depth, None if dead is None else np.asarray(dead).tobytes())
+        kept = memo.get(key)
+        if kept is not None:
+            nodes, total = kept
+            return Retrieval(match_len=best, nodes=list(nodes), total=total)
     hits = [(s, _live(s, lo, hi, d)) for s, d, m, lo, hi in top]
     total = int(sum(p.size for _, p in hits))
     stride = -(-total // max_positions) if max_positions and total > max_positions else 1
