@@ -336,6 +336,7 @@ class Completer:
         then prepare the next one in the background."""
         if doc.inflight is inflight:
             doc.inflight = None
+            self.registry.enforce()  # the KV limits, now that this document's cache may go
         if fut.cancelled() or fut.exception() is not None:
             return
         text, _stats = fut.result()
@@ -542,7 +543,8 @@ class Completer:
         for k in range(256, len(ids) + 256, 256):
             if self.host.waiting():
                 return  # a request is waiting: give way (what is prefilled so far stays)
-            engine.verifier.prefill(doc.session.kv, ids[: min(k, len(ids))])
+            with doc.session.lock:  # (the registry never evicts a cache being filled)
+                engine.verifier.prefill(doc.session.kv, ids[: min(k, len(ids))])
         self.metrics.outcome("warmed")
 
     def _fill_window(self, doc: DocumentState, ctx: CursorContext, start: int, settings: ServerSettings, epoch: int,

@@ -196,23 +196,39 @@ class SessionRegistry:
         return self._docs.get(uri)
 
     def touch(self, uri: str) -> None:
-        """Mark ``uri`` as used now; documents beyond the KV limits (count, bytes) drop
-        their KV cache, least recently used first."""
+        """Mark ``uri`` as used now, then :meth:`enforce` the KV limits."""
         state = self._docs.get(uri)
         if state is None:
             return
         state.used = time.monotonic()
         self._docs.move_to_end(uri)
-        used = 0
+        self.enforce()
+
+    def enforce(self) -> int:
+        """Documents beyond the KV limits (count, bytes) drop their KV caches, least
+        recently used first; returns the bytes freed. Kept whatever the limits: the most
+        recently used document's, a document's with a request in flight, and one whose
+        session is running a generation or a prefill right now (its lock is held: a
+        background warm-up, a window prefill). Called when a request starts
+        (:meth:`touch`) and when a generation ends: a document whose request was in
+        flight at the last check, or whose cache has grown since, is trimmed then, so
+        the limits hold once the requests stop."""
+        used = freed = 0
         for rank, doc in enumerate(reversed(list(self._docs.values()))):
             size = session_kv_bytes(doc.session)
-            if rank == 0 or doc.inflight is not None:  # in use: keeps its KV
+            over = rank >= self.max_kv_documents or used + size > self.max_kv_bytes
+            if not size or rank == 0 or doc.inflight is not None or not over:
                 used += size
-            elif size and (rank >= self.max_kv_documents or used + size > self.max_kv_bytes):
-                for kv in doc.session.kv_states():
-                    kv.release()  # frees the static caches
-            else:
+            elif doc.session.lock.acquire(blocking=False):
+                try:
+                    for kv in doc.session.kv_states():
+                        kv.release()  # frees the static caches
+                finally:
+                    doc.session.lock.release()
+                freed += size
+            else:  # in use on the model thread: it keeps its caches until the next check
                 used += size
+        return freed
 
     def kv_bytes(self) -> int:
         """Bytes of KV cache held by all documents."""

@@ -324,3 +324,25 @@ def test_kv_caches_of_open_documents_are_capped_in_bytes():
         reg.get(f"file:///{i}.py").session.kv.cache = _Cache(10)
     reg.touch("file:///3.py")
     assert [i for i in range(5) if reg.get(f"file:///{i}.py").session.kv.cache is not None] == [0, 3]
+
+
+def test_kv_limits_hold_once_requests_end_and_spare_busy_sessions():
+    from fastcoder.config import DecodeConfig
+    from lsp_server.sessions import Inflight, SessionRegistry
+
+    reg = SessionRegistry(max_kv_documents=8, max_kv_bytes=250)
+    docs = [reg.open(f"file:///{i}.py", DecodeConfig()) for i in range(3)]
+    for d in docs:
+        d.session.kv.cache = _Cache(100)
+    docs[0].inflight = Inflight(key=(0,))  # requests in flight for 0 and 1 while 2 is touched
+    docs[1].inflight = Inflight(key=(1,))
+    reg.touch("file:///2.py")
+    assert reg.kv_bytes() == 300  # over the limit: every one of them is in use
+    docs[1].inflight = None  # 1 ends: 2 and 1, the most recent, fit; 0 is in flight
+    assert reg.enforce() == 0 and reg.kv_bytes() == 300
+    docs[0].inflight = None  # 0's request ends while its session still runs (lock held)
+    with docs[0].session.lock:
+        assert reg.enforce() == 0 and reg.kv_bytes() == 300
+    assert reg.enforce() == 100  # then it goes, the least recently used
+    assert [d.session.kv.cache is not None for d in docs] == [False, True, True]
+    assert reg.enforce() == 0 and reg.kv_bytes() == 200  # within the limit: nothing more goes
