@@ -771,6 +771,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "decode_ms_per_token": (decode_ms / decoded) if decoded else None,
         "accepted_by_source": by_source,
         "typed_through": sum(r["stats"]["outcomes"].get("typed_through", 0) for r in runs),
+        "ar_fallback": sum(r["stats"]["outcomes"].get("ar_fallback", 0) for r in runs),  # lsp_server/fallback.py
         "model": runs[0]["stats"]["model"] if runs else {},
         "index": [r["stats"]["index"].get("summary") for r in runs],
     }
@@ -1119,7 +1120,7 @@ def print_summary(name: str, s: dict[str, Any]) -> None:
     mean_acc, mpt = s["mean_accept_length"], s["decode_ms_per_token"]
     src = ", ".join(f"{k} {v}" for k, v in sorted(s["accepted_by_source"].items(), key=lambda kv: -kv[1])) or "-"
     print(f"  prefill saving (KV reuse) {share(s['prefill_saving'])}, prefilled tokens per model run median "
-          f"{num(pt['median'])} p95 {num(pt['p95'])}; {s['generations']} generations, mean accepted length "
+          f"{num(pt['median'])} p95 {num(pt['p95'])}; {s['generations']} generations ({s.get('ar_fallback', 0)} as plain AR: arFallback), mean accepted length "
           f"{'-' if mean_acc is None else f'{mean_acc:.2f}'}; decode {'-' if mpt is None else f'{mpt:.0f}'} ms/token; "
           f"accepted draft tokens by source: {src}")  # fmt: skip
 

@@ -668,6 +668,10 @@ class Completer:
             stop_rule = EarlyLines(stop_rule, len(heal), lambda: time.perf_counter() - t_start >= early_s, early)
 
         config = settings.decode_config()
+        judged = settings.ar_fallback and config.method != "ar"  # lsp_server/fallback.py
+        if judged and doc.fallback.use_ar():
+            config, judged = settings.decode_config(method="ar"), False
+            self.metrics.outcome("ar_fallback")
         reference = None
         if config.method == "fastcoder" and config.use_context and weight_of(config, "reference"):
             reference = self.reference(doc.uri, ctx, prompt.suffix_end, tok)
@@ -690,6 +694,8 @@ class Completer:
         gen.stats.setup_s = t_engine - t_begin  # prompt + draft sources, before the engine
         gen.stats.queue_s = max(0.0, t_begin - inflight.submitted)  # waiting for the model thread
         self.metrics.generation(gen.stats, "prefetch" if inflight.background else "completion", len(context_ids))
+        if judged and not gen.cancelled and config.max_draft_tokens is None:  # (the budget's curve exists)
+            doc.fallback.observe(gen.stats, engine.cost_curve())
         if gen.cancelled:
             return None, gen.stats
         text = gen.text[len(heal) :]

@@ -45,6 +45,7 @@ from typing import Any
 
 from fastcoder.config import DecodeConfig
 from fastcoder.session import Session
+from lsp_server.fallback import ArFallback
 
 MAX_KV_DOCUMENTS = 8
 MAX_KV_BYTES = 256 * 2**20
@@ -169,6 +170,7 @@ class DocumentState:
     typing: TypingClock = field(default_factory=TypingClock)
     cursor_seq: int = 0  # fastcoder/cursor notifications so far: the latest one's number
     rest_while_loading: Any = None  # lsp_server.prompt.CursorContext: where the cursor rested before the model was ready
+    fallback: ArFallback = field(default_factory=ArFallback)  # plain AR while the drafter is slower (arFallback)
     used: float = field(default_factory=time.monotonic)
 
 
@@ -243,6 +245,7 @@ class SessionRegistry:
             state.planned_start = None
             state.windows = []
             state.anchor = None
+            state.fallback = ArFallback()
 
     def cancel_all(self) -> None:
         for state in self._docs.values():

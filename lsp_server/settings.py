@@ -20,6 +20,9 @@ packWeights        ``auto``                     CPU: pack the linear weights for
                                                 auto the same probe keeps bfloat16 only where it pays
                                                 (fastcoder/matmul.py)
 method             ``fastcoder``                ar, pld, rest, fastcoder, reuse (the drafter)
+arFallback         true                         run plain AR for a document while its drafter is
+                                                measured slower than AR would have been on the same
+                                                tokens (same output; lsp_server/fallback.py)
 maxNewTokens       128                          cap on tokens of one completion
 timeBudgetMs       2000                         stop a completion after this long of decoding, counted
                                                 after the prompt's prefill (null/0: no limit)
@@ -139,6 +142,7 @@ class ServerSettings:
     device: str = "auto"
     pack_weights: str = "auto"
     method: str = "fastcoder"
+    ar_fallback: bool = True
     max_new_tokens: int = 128
     time_budget_ms: int | None = 2000
     enabled: bool = True
@@ -245,7 +249,7 @@ class ServerSettings:
         if self.prepare_window != "auto" and not isinstance(self.prepare_window, bool):
             raise SettingsError(f"prepare_window must be \"auto\", true or false, got {self.prepare_window!r}")
         for name in ("enabled", "reuse_suggestions", "warm_on_open", "warm_at_cursor", "workspace_index", "common_index",
-                     "dependency_index", "keep_whitespace", "prefetch", "cross_file_context"):  # fmt: skip
+                     "dependency_index", "keep_whitespace", "prefetch", "cross_file_context", "ar_fallback"):  # fmt: skip
             if not isinstance(getattr(self, name), bool):
                 raise SettingsError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.python_path is None:

@@ -206,7 +206,8 @@ class FastCoderServer(HardenedServer):
         out.update(
             server={"version": _fastcoder_version, "uptimeSeconds": time.monotonic() - self.started,
                     "openDocuments": len(self.registry),
-                    "kvCacheMb": round(self.registry.kv_bytes() / 2**20, 1), "status": dict(zip(("state", "message"), self.overall_status()))},
+                    "kvCacheMb": round(self.registry.kv_bytes() / 2**20, 1), "status": dict(zip(("state", "message"), self.overall_status())),
+                    "arFallback": {d.uri: d.fallback.state() for d in self.registry if d.fallback.fallbacks}},
             model=self.host.describe(),
             index=self.index.stats() if self.index is not None else {"state": "not started"},
             settings=self.settings.to_json(),
