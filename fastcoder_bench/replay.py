@@ -786,6 +786,7 @@ MIDDLE = "middle"  # the cross-file context on, placed before the FIM middle tok
 NO_WARM = "nowarm"  # warmAtCursor off: the server ignores where the cursor rests (an ablation)
 PREPARE, NO_PREPARE = "prepare", "noprepare"  # prepareWindow on / off (idle-time prefill of the window's next start)
 NO_PREFETCH = "noprefetch"  # prefetch off: no background suggestion for the state after accepting one
+NO_FALLBACK = "nofallback"  # arFallback off: the drafter runs whatever it costs (lsp_server/fallback.py)
 PACKED, PLAIN = "packed", "plain"  # the CPU matmul path: packWeights on / off
 NO_LINE_PRUNE = "noprune"  # drafts below a line end verified even in single-line mode (an ablation)
 WINDOW = "window"  # windowN: maxPromptTokens N (the prompt window; windowN+context for both)
@@ -801,7 +802,8 @@ def layout_options(layout: str) -> dict[str, Any]:
     context on / off), ``middle`` (on, ``contextPlacement`` before-middle), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
     (``engine.pruneAtLineEnd`` off), ``nomerge`` (``engine.mergePromptTail`` 0), ``nowarm``
     (``warmAtCursor`` off: the cursor notification is ignored), ``prepare`` / ``noprepare``
-    (``prepareWindow`` on / off), ``noprefetch`` (``prefetch`` off), ``windowN``
+    (``prepareWindow`` on / off), ``noprefetch`` (``prefetch`` off), ``nofallback``
+    (``arFallback`` off), ``windowN``
     (``maxPromptTokens`` N, e.g. ``window1024``), ``earlyN`` (``earlyAnswerMs`` N),
     ``debounceN`` (``debounceMs`` N), ``model=NAME`` (the server
     runs model NAME instead of ``--model``), or a combination joined by ``+`` (``psm+nocontext``)."""
@@ -823,6 +825,8 @@ def layout_options(layout: str) -> dict[str, Any]:
             options["prepareWindow"] = part == PREPARE
         elif part == NO_PREFETCH:
             options["prefetch"] = False
+        elif part == NO_FALLBACK:
+            options["arFallback"] = False
         elif part.startswith(WINDOW) and part[len(WINDOW):].isdigit():
             options["maxPromptTokens"] = int(part[len(WINDOW):])
         elif part.startswith(EARLY) and part[len(EARLY):].isdigit():

@@ -54,6 +54,7 @@ from fastcoder.stops import StopMatcher, StopRule
 from fastcoder.tokens import TokenInfo
 from lsp_server.buffers import OpenBuffers
 from lsp_server.context import ContextBuilder, ContextState, fs_path
+from lsp_server.fallback import ArPace
 from lsp_server.metrics import ServerMetrics
 from lsp_server.model_host import ModelHost
 from lsp_server.postprocess import document_indent_unit, finalize
@@ -178,6 +179,7 @@ class Completer:
         self.documents = documents  # uri -> (version, text) of the open documents
         self.buffers = OpenBuffers()
         self.context = ContextBuilder()
+        self.ar_pace = ArPace()  # what an AR step costs here (lsp_server/fallback.py)
         self._special: dict[int, set[int]] = {}
         self._reference: dict[str, tuple[str, list[int]]] = {}  # uri -> (reference text, ids)
 
@@ -669,8 +671,9 @@ class Completer:
 
         config = settings.decode_config()
         judged = settings.ar_fallback and config.method != "ar"  # lsp_server/fallback.py
-        if judged and doc.fallback.use_ar():
-            config, judged = settings.decode_config(method="ar"), False
+        timed = False  # an AR generation run in the drafter's place: it prices AR steps
+        if judged and (doc.fallback.use_ar() or self.ar_pace.probe_due()):
+            config, judged, timed = settings.decode_config(method="ar"), False, True
             self.metrics.outcome("ar_fallback")
         reference = None
         if config.method == "fastcoder" and config.use_context and weight_of(config, "reference"):
@@ -694,8 +697,10 @@ class Completer:
         gen.stats.setup_s = t_engine - t_begin  # prompt + draft sources, before the engine
         gen.stats.queue_s = max(0.0, t_begin - inflight.submitted)  # waiting for the model thread
         self.metrics.generation(gen.stats, "prefetch" if inflight.background else "completion", len(context_ids))
-        if judged and not gen.cancelled and config.max_draft_tokens is None:  # (the budget's curve exists)
-            doc.fallback.observe(gen.stats, engine.cost_curve())
+        if timed and not gen.cancelled:
+            self.ar_pace.observe(gen.stats)
+        elif judged and not gen.cancelled:
+            doc.fallback.observe(gen.stats, self.ar_pace.step_s)
         if gen.cancelled:
             return None, gen.stats
         text = gen.text[len(heal) :]

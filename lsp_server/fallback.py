@@ -1,30 +1,72 @@
-"""Plain AR for a document while its drafter is measured slower than AR would be.
+"""Plain AR for a document while its drafter is measured slower than AR.
 
 Speculative decoding pays only when the tokens a step accepts outweigh what drafting and
 the wider step cost. On a 2-vCPU CPU it does by far (the typing replay: FastCoder 31 ms
 per token, AR 50), but on an H200 the editor's short generations made FastCoder slower
 than AR (model-run p50 45 against 27 ms, 2026-11-26): a GPU step costs ~4 ms whatever its
 rows, and the host's drafting and bookkeeping come on top of each one. The output is the
-same either way (both are greedy AR's), so the server may pick whichever is faster.
+same either way (both are greedy AR's), so the server may run whichever is faster.
 
-After each drafter generation of a document, :class:`ArFallback` compares what it cost
-(its decode time: drafting, steps, bookkeeping; the prefill is the same for both) with
-what AR would have spent on the same tokens: one step per token the steps produced, each
-priced from the generation's own verify steps (forward, inputs, walk, compaction) scaled
-by the cost curve to a 1-row step, c(0) / c(rows). So the estimate carries the machine's
-load, the attended width and the device as they were, and the curve only gives the ratio.
-Both are decayed sums over the document's recent generations (:attr:`DECAY`). Once at
-least :attr:`MIN_GENERATIONS` were seen and the drafter's sum exceeds AR's by more than
-:attr:`MARGIN`, the document's next :attr:`HOLDS` generations run plain AR (8, then 16, 32,
-64 while the drafter keeps losing; back to 8 once it wins); then the drafter runs again
-and is judged on fresh generations.
+:class:`ArPace` (one per server) measures what an AR step costs on this machine now: the
+decode seconds per step of real AR generations, the ones the fallback runs and a *probe*
+(an AR generation in place of a drafter one) after the first :attr:`ArPace.FIRST_PROBE`
+drafter generations and then every :attr:`ArPace.PROBE_EVERY`, so about 3% of generations.
+(Pricing AR from the cost curve instead, c(0) / c(rows) times the drafter's own steps,
+missed a drafter 1.33x slower than AR in a replay: the curve, measured once under other
+load, had the 1-row step at 8.8 ms where AR's steps took 2.9.)
+
+:class:`ArFallback` (one per document) sets each drafter generation's decode time
+(drafting, steps, bookkeeping; the prefill is the same for both) against what AR would
+have spent on the same tokens: one AR step per token its steps produced. Both are
+decayed sums over the document's recent generations (:attr:`ArFallback.DECAY`). Once at
+least :attr:`ArFallback.MIN_GENERATIONS` were seen and the drafter's sum exceeds AR's by
+more than :attr:`ArFallback.MARGIN`, the document's next generations run plain AR (8, then
+16, 32, 64 while the drafter keeps losing; back to 8 once it wins); then the drafter runs
+again and is judged on fresh generations.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import threading
 
 from fastcoder.stats import GenStats
+
+
+class ArPace:
+    """What a plain AR decode step costs on this machine, measured from AR generations,
+    and when the next probe is due (see the module). Thread-safe."""
+
+    DECAY = 0.7
+    """Weight of the past per new AR generation in the per-step estimate."""
+    FIRST_PROBE = 2
+    """Drafter generations before the first probe (nothing is judged before it)."""
+    PROBE_EVERY = 32
+    """Drafter generations between probes afterwards."""
+
+    def __init__(self) -> None:
+        self.step_s: float | None = None
+        self.probes = 0
+        self._until_probe = self.FIRST_PROBE
+        self._lock = threading.Lock()
+
+    def probe_due(self) -> bool:
+        """Called for each generation the drafter would run: True when this one should
+        run AR instead, as a probe (counted; the countdown starts again)."""
+        with self._lock:
+            if self._until_probe > 0:
+                self._until_probe -= 1
+                return False
+            self._until_probe = self.PROBE_EVERY
+            self.probes += 1
+            return True
+
+    def observe(self, stats: GenStats) -> None:
+        """A finished AR generation: its decode seconds per step."""
+        if stats.forward_steps <= 0:
+            return
+        x = stats.decode_s / stats.forward_steps
+        with self._lock:
+            self.step_s = x if self.step_s is None else self.DECAY * self.step_s + (1 - self.DECAY) * x
 
 
 class ArFallback:
@@ -35,8 +77,7 @@ class ArFallback:
     MIN_GENERATIONS = 3
     """Drafter generations (with at least one decode step) seen before any judgement."""
     MARGIN = 1.1
-    """The drafter must cost more than this times AR's estimate to be set aside (the
-    estimate leaves out AR's own small host work per step)."""
+    """The drafter must cost more than this times AR's estimate to be set aside."""
     HOLDS = (8, 16, 32, 64)
     """Generations run as AR after each successive judgement against the drafter."""
 
@@ -55,15 +96,14 @@ class ArFallback:
             return True
         return False
 
-    def observe(self, stats: GenStats, curve: Any) -> None:
-        """A finished drafter generation: ``stats`` as the engine gave it, ``curve`` the
-        engine's :class:`fastcoder.budget.CostCurve` (None: nothing to judge by)."""
-        ar = ar_estimate_s(stats, curve)
-        if ar is None:
+    def observe(self, stats: GenStats, ar_step_s: float | None) -> None:
+        """A finished drafter generation, ``ar_step_s`` an AR step's cost
+        (:attr:`ArPace.step_s`; None: not measured yet, nothing judged)."""
+        if ar_step_s is None or stats.forward_steps <= 0:
             return
         d = self.DECAY
         self.drafter_s = d * self.drafter_s + stats.decode_s
-        self.ar_s = d * self.ar_s + ar
+        self.ar_s = d * self.ar_s + ar_steps(stats) * ar_step_s
         self.seen += 1
         if self.seen < self.MIN_GENERATIONS:
             return
@@ -83,19 +123,8 @@ class ArFallback:
                 "drafter_vs_ar": None if ratio is None else round(ratio, 3)}  # fmt: skip
 
 
-def ar_estimate_s(stats: GenStats, curve: Any) -> float | None:
-    """What plain AR would have spent decoding the tokens of a drafter generation
-    (see the module), or None when the generation had no decode step or no curve."""
-    steps = stats.forward_steps
-    if curve is None or steps <= 0 or not stats.draft_sizes:
-        return None
-    curve = curve.at(stats.prompt_tokens + stats.new_tokens)
-    # tokens the steps produced (each step: its accepted nodes and a bonus), as far as
-    # they were kept: AR would have run one step for each
-    produced = sum(stats.accept_lengths) + steps
-    ar_steps = min(produced, stats.decoded_tokens + 1)
-    verify_s = stats.forward_s + stats.prep_s + stats.walk_s + stats.compact_s
-    rows_cost = sum(curve.cost(n) for n in stats.draft_sizes) / len(stats.draft_sizes)
-    if rows_cost <= 0:
-        return None
-    return ar_steps * (verify_s / steps) * curve.cost(0) / rows_cost
+def ar_steps(stats: GenStats) -> int:
+    """AR steps for the tokens a drafter generation's steps produced (each step: its
+    accepted nodes and a bonus), as far as they were kept: AR runs one per token."""
+    produced = sum(stats.accept_lengths) + stats.forward_steps
+    return min(produced, stats.decoded_tokens + 1)

@@ -17,6 +17,7 @@ from pygls.uris import to_fs_path
 from fastcoder import __version__ as _fastcoder_version
 from lsp_server.complete import Completer
 from lsp_server.documents import tokenizable
+from lsp_server.fallback import ArPace
 from lsp_server.metrics import ServerMetrics
 from lsp_server.model_host import ModelHost
 from lsp_server.protocol import HardenedServer, RequestFailed
@@ -103,6 +104,7 @@ class FastCoderServer(HardenedServer):
 
     def _after_load(self, loaded: Any) -> None:
         self.registry.reset_all(self.settings.engine)
+        self.completer.ar_pace = ArPace()  # AR's step cost is the new model's to measure
         self.open_index(loaded.tokenizer, loaded.fingerprint)
         self.status(*self.overall_status())
         for doc in list(self.workspace.text_documents.values()):
@@ -207,7 +209,9 @@ class FastCoderServer(HardenedServer):
             server={"version": _fastcoder_version, "uptimeSeconds": time.monotonic() - self.started,
                     "openDocuments": len(self.registry),
                     "kvCacheMb": round(self.registry.kv_bytes() / 2**20, 1), "status": dict(zip(("state", "message"), self.overall_status())),
-                    "arFallback": {d.uri: d.fallback.state() for d in self.registry if d.fallback.fallbacks}},
+                    "arFallback": {"arStepMs": None if self.completer.ar_pace.step_s is None else round(self.completer.ar_pace.step_s * 1e3, 2),
+                                   "probes": self.completer.ar_pace.probes,
+                                   "documents": {d.uri: d.fallback.state() for d in self.registry if d.fallback.fallbacks}}},
             model=self.host.describe(),
             index=self.index.stats() if self.index is not None else {"state": "not started"},
             settings=self.settings.to_json(),

@@ -1,51 +1,35 @@
 """lsp_server/fallback.py: a document runs plain AR while its drafter is measured slower
-than AR would have been, and goes back to the drafter to be judged again."""
+than AR, and goes back to the drafter to be judged again; AR's step cost comes from real
+AR generations (the fallback's own and periodic probes)."""
 
 from __future__ import annotations
 
 import pytest
 
-from fastcoder.budget import CostCurve
 from fastcoder.stats import GenStats
-from lsp_server.fallback import ArFallback, ar_estimate_s
+from lsp_server.fallback import ArFallback, ArPace, ar_steps
 
-# a GPU-like curve: every bucket costs about the same
-FLAT = CostCurve([0, 3, 7, 15], [0.004, 0.004, 0.0042, 0.0045], 512, {2048: [0.005, 0.005, 0.0052, 0.0055]})
-# a CPU-like one: 4 rows as 1, then dearer
-CPU = CostCurve([0, 3, 7, 15], [0.031, 0.031, 0.037, 0.050], 512)
+AR_STEP = 0.004
 
 
-def gen(decode_s: float, steps: int, accepted: list[int], sizes: list[int], verify_s: float, new_tokens: int) -> GenStats:
-    s = GenStats(method="fastcoder", prompt_tokens=400, new_tokens=new_tokens, forward_steps=steps, merged_tail=3)
+def gen(decode_s: float, accepted: list[int], new_tokens: int) -> GenStats:
+    s = GenStats(method="fastcoder", prompt_tokens=400, new_tokens=new_tokens, forward_steps=len(accepted), merged_tail=3)
     s.prefill_s, s.total_s = 0.01, 0.01 + decode_s
-    s.forward_s = verify_s
-    s.accept_lengths, s.draft_sizes = accepted, sizes
+    s.accept_lengths = accepted
     return s
 
 
-def test_the_estimate_prices_ar_steps_from_the_generations_own_steps():
-    # 3 steps of 3-node trees accepting 2, 1, 0 nodes: 6 tokens produced, 6 kept
-    s = gen(0.030, 3, [2, 1, 0], [3, 3, 3], verify_s=0.015, new_tokens=6)
-    # a step cost 5 ms at 4 rows; on the CPU curve 4 rows cost what 1 row does
-    assert ar_estimate_s(s, CPU) == pytest.approx(6 * 0.005)
-    # on the flat curve at ~400 rows (below the shortest measured length: 512's row)
-    assert ar_estimate_s(s, FLAT) == pytest.approx(6 * 0.005 * 0.004 / 0.004)
-    # 8-node trees on the CPU curve: a 1-row step is 31/37 of the measured one
-    s8 = gen(0.030, 3, [2, 1, 0], [7, 7, 7], verify_s=0.015, new_tokens=6)
-    assert ar_estimate_s(s8, CPU) == pytest.approx(6 * 0.005 * 31 / 37)
-    # a stop inside the accepted nodes: AR would have stopped there too
-    cut = gen(0.030, 3, [2, 1, 3], [3, 3, 3], verify_s=0.015, new_tokens=4)
-    assert ar_estimate_s(cut, CPU) == pytest.approx(5 * 0.005)
-    assert ar_estimate_s(gen(0.0, 0, [], [], 0.0, 1), CPU) is None  # no decode step: nothing to judge
-    assert ar_estimate_s(s, None) is None
+def test_ar_steps_count_the_tokens_the_steps_produced_as_far_as_kept():
+    assert ar_steps(gen(0.03, [2, 1, 0], 6)) == 6  # 3 steps, 3 accepted: 6 tokens
+    assert ar_steps(gen(0.03, [2, 1, 3], 4)) == 5  # a stop inside the last step's nodes (and the stop token)
 
 
-def slow() -> GenStats:  # drafting and bookkeeping cost 3x the steps: AR would be faster
-    return gen(0.060, 4, [1, 0, 1, 0], [3, 3, 3, 3], verify_s=0.016, new_tokens=6)
+def slow() -> GenStats:  # 6 tokens in 4 steps, but 60 ms of decoding: AR would take 6 x 4 ms
+    return gen(0.060, [1, 0, 1, 0], 6)
 
 
-def fast() -> GenStats:  # 3 tokens a step for little host work: the drafter wins
-    return gen(0.020, 4, [2, 2, 2, 2], [3, 3, 3, 3], verify_s=0.016, new_tokens=12)
+def fast() -> GenStats:  # 12 tokens for 20 ms: AR would take 48
+    return gen(0.020, [2, 2, 2, 2], 12)
 
 
 def run(fb: ArFallback, stats: GenStats, n: int) -> list[bool]:
@@ -55,7 +39,7 @@ def run(fb: ArFallback, stats: GenStats, n: int) -> list[bool]:
         ar = fb.use_ar()
         used.append(ar)
         if not ar:
-            fb.observe(stats, FLAT)
+            fb.observe(stats, AR_STEP)
     return used
 
 
@@ -75,18 +59,38 @@ def test_a_slower_drafter_is_set_aside_for_longer_each_time_and_judged_afresh():
     assert 1 <= first_ar <= 6 and used[first_ar : first_ar + 9] == [True] * 8 + [False]  # a hold of 8 again
 
 
-def test_a_faster_drafter_is_never_set_aside():
+def test_a_faster_drafter_is_never_set_aside_and_nothing_is_judged_before_ar_is_priced():
     fb = ArFallback()
     assert run(fb, fast(), 50) == [False] * 50
     assert fb.fallbacks == 0 and fb.state()["drafter_vs_ar"] < 1
+    unpriced = ArFallback()
+    for _ in range(10):
+        unpriced.observe(slow(), None)
+    assert not unpriced.use_ar() and unpriced.seen == 0
 
 
 def test_the_cpu_replays_figures_keep_the_drafter():
-    # the CPU typing replay: FastCoder steps of 4 rows at ~39 ms accepting 0.77 nodes a
-    # step, plus ~2 ms of drafting: well under AR's ~39 ms a token
+    # the CPU typing replay: FastCoder 32 ms a token, AR 51 (steps of ~41 ms accepting 0.8
+    # nodes a step on average)
     fb = ArFallback()
-    s = gen(4 * 0.041, 4, [1, 1, 1, 0], [3, 3, 3, 3], verify_s=4 * 0.039, new_tokens=7)
+    s = gen(4 * 0.041, [1, 1, 1, 0], 7)
     for _ in range(20):
         assert not fb.use_ar()
-        fb.observe(s, CPU)
+        fb.observe(s, 0.039)
     assert fb.fallbacks == 0
+
+
+def test_ar_pace_probes_after_the_first_generations_then_rarely_and_prices_a_step():
+    pace = ArPace()
+    due = [pace.probe_due() for _ in range(2 + 1 + ArPace.PROBE_EVERY + 1)]
+    assert due == [False] * 2 + [True] + [False] * ArPace.PROBE_EVERY + [True]
+    assert pace.probes == 2 and pace.step_s is None
+    ar = GenStats(method="ar", new_tokens=10, forward_steps=10)
+    ar.total_s = 0.05
+    pace.observe(ar)
+    assert pace.step_s == pytest.approx(0.005)
+    ar.total_s = 0.15
+    pace.observe(ar)
+    assert pace.step_s == pytest.approx(0.7 * 0.005 + 0.3 * 0.015)
+    pace.observe(GenStats(method="ar"))  # no decode step (the prefill's token only): nothing
+    assert pace.step_s == pytest.approx(0.008)
