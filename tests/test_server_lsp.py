@@ -963,3 +963,37 @@ async def test_cross_file_context_reaches_the_prompt_within_max_prompt_tokens(cl
             await configure(client, maxPromptTokens=2048, crossFileContext=False, contextPlacement="first")
         assert 0 < last["contextTokens"] <= budget // 3, last
         assert last["promptTokens"] <= budget, last
+
+
+async def test_ar_fallback_runs_an_ar_probe_in_the_drafters_place_and_reports_it(tiny_model_dir, tmp_path):
+    """arFallback (lsp_server/fallback.py): the third drafter generation of a server runs
+    plain AR as a probe that prices AR's steps; with the setting off, every generation is
+    the drafter's. Deterministic: probes are counted in generations, not timed."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "main.py").write_text(BODY)
+    uri = (ws / "main.py").as_uri()
+    cursors = [_end_of(BODY, needle) for needle in ("result = 0", "print(total(", "    with open(path) as fh:")]
+    for enabled in (True, False):
+        client = await start_client(tiny_model_dir, ws, {"arFallback": enabled})
+        try:
+            await wait_ready(client)
+            open_doc(client, uri, BODY)
+            for pos in cursors:  # three states of the document: the model runs for each
+                await client.text_document_completion_async(
+                    types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=pos)
+                )
+            info = await stats(client)
+            methods = {name: m["generations"] for name, m in info["methods"].items()}
+            fallback = info["server"]["arFallback"]
+            if enabled:
+                assert methods == {"fastcoder": 2, "ar": 1}, methods
+                assert info["outcomes"].get("ar_fallback") == 1 and fallback["probes"] == 1
+                ar_steps = info["methods"]["ar"]["forwardSteps"]  # the probe prices AR's steps if it ran any
+                assert (fallback["arStepMs"] or 0) > 0 if ar_steps else fallback["arStepMs"] is None
+            else:
+                assert methods == {"fastcoder": 3}, methods
+                assert "ar_fallback" not in info["outcomes"] and fallback["probes"] == 0 and fallback["arStepMs"] is None
+        finally:
+            await client.shutdown_session()
+            await client.stop()
