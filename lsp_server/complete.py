@@ -697,8 +697,8 @@ class Completer:
         gen.stats.setup_s = t_engine - t_begin  # prompt + draft sources, before the engine
         gen.stats.queue_s = max(0.0, t_begin - inflight.submitted)  # waiting for the model thread
         self.metrics.generation(gen.stats, "prefetch" if inflight.background else "completion", len(context_ids))
-        if timed and not gen.cancelled:
-            self.ar_pace.observe(gen.stats)
+        if timed:
+            self.ar_pace.observe(None if gen.cancelled else gen.stats)
         elif judged and not gen.cancelled:
             doc.fallback.observe(gen.stats, self.ar_pace.step_s)
         if gen.cancelled:

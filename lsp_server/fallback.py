@@ -10,7 +10,8 @@ same either way (both are greedy AR's), so the server may run whichever is faste
 :class:`ArPace` (one per server) measures what an AR step costs on this machine now: the
 decode seconds per step of real AR generations, the ones the fallback runs and a *probe*
 (an AR generation in place of a drafter one) after the first :attr:`ArPace.FIRST_PROBE`
-drafter generations and then every :attr:`ArPace.PROBE_EVERY`, so about 3% of generations.
+drafter generations and then every :attr:`ArPace.PROBE_EVERY`, so about 3% of generations
+(a probe that priced nothing, cancelled or without a decode step, comes again sooner).
 (Pricing AR from the cost curve instead, c(0) / c(rows) times the drafter's own steps,
 missed a drafter 1.33x slower than AR in a replay: the curve, measured once under other
 load, had the 1-row step at 8.8 ms where AR's steps took 2.9.)
@@ -60,9 +61,15 @@ class ArPace:
             self.probes += 1
             return True
 
-    def observe(self, stats: GenStats) -> None:
-        """A finished AR generation: its decode seconds per step."""
-        if stats.forward_steps <= 0:
+    def observe(self, stats: GenStats | None) -> None:
+        """A finished AR generation: its decode seconds per step. A probe that priced
+        nothing (cancelled, superseded, or the prefill's token was the whole answer:
+        ``stats`` None or no decode step) is tried again after :attr:`FIRST_PROBE` drafter
+        generations, not after :attr:`PROBE_EVERY` (in the editor a fast typist
+        supersedes many generations)."""
+        if stats is None or stats.forward_steps <= 0:
+            with self._lock:
+                self._until_probe = min(self._until_probe, self.FIRST_PROBE)
             return
         x = stats.decode_s / stats.forward_steps
         with self._lock:

@@ -94,3 +94,17 @@ def test_ar_pace_probes_after_the_first_generations_then_rarely_and_prices_a_ste
     assert pace.step_s == pytest.approx(0.7 * 0.005 + 0.3 * 0.015)
     pace.observe(GenStats(method="ar"))  # no decode step (the prefill's token only): nothing
     assert pace.step_s == pytest.approx(0.008)
+
+
+def test_a_probe_that_priced_nothing_is_tried_again_soon():
+    pace = ArPace()
+    assert [pace.probe_due() for _ in range(3)] == [False, False, True]
+    pace.observe(None)  # cancelled: tried again after FIRST_PROBE drafter generations
+    assert [pace.probe_due() for _ in range(3)] == [False, False, True]
+    pace.observe(GenStats(method="ar", new_tokens=1))  # the prefill's token was the whole answer
+    assert [pace.probe_due() for _ in range(3)] == [False, False, True] and pace.step_s is None
+    ar = GenStats(method="ar", new_tokens=5, forward_steps=4)
+    ar.total_s = 0.02
+    pace.observe(ar)  # priced: the next probe after PROBE_EVERY
+    assert not any(pace.probe_due() for _ in range(ArPace.PROBE_EVERY)) and pace.probe_due()
+    assert pace.step_s == pytest.approx(0.005)
