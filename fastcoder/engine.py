@@ -59,6 +59,10 @@ class Engine:
                 self._curve = load_or_measure(self.verifier, key)
             return self._curve
 
+    def measured_curve(self) -> CostCurve | None:
+        """The cost curve if it is loaded already (never measures it: that takes a while)."""
+        return self._curve
+
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``, special tokens spelled in it parsed (a prompt as given)."""
         return encode(self.tokenizer, text, special="parse")

@@ -698,9 +698,9 @@ class Completer:
         gen.stats.queue_s = max(0.0, t_begin - inflight.submitted)  # waiting for the model thread
         self.metrics.generation(gen.stats, "prefetch" if inflight.background else "completion", len(context_ids))
         if timed:
-            self.ar_pace.observe(None if gen.cancelled else gen.stats)
+            self.ar_pace.observe(None if gen.cancelled else gen.stats, engine.measured_curve())
         elif judged and not gen.cancelled:
-            doc.fallback.observe(gen.stats, self.ar_pace.step_s)
+            doc.fallback.observe(gen.stats, self.ar_pace.step_for(gen.stats, engine.measured_curve()))
         if gen.cancelled:
             return None, gen.stats
         text = gen.text[len(heal) :]

@@ -16,6 +16,12 @@ drafter generations and then every :attr:`ArPace.PROBE_EVERY`, so about 3% of ge
 missed a drafter 1.33x slower than AR in a replay: the curve, measured once under other
 load, had the 1-row step at 8.8 ms where AR's steps took 2.9.)
 
+An AR step attending more rows costs more (on the H200, 4 ms below 1,024 cached rows and 5
+at 2,048; 31 and 34 ms on the CPU): where the engine's cost curve is loaded, a measured step
+is kept relative to the curve's 1-row step at that generation's length, c(0, length), and
+priced for another generation at its own length the same way; only the curve's shape over
+lengths is used, not its level.
+
 :class:`ArFallback` (one per document) sets each drafter generation's decode time
 (drafting, steps, bookkeeping; the prefill is the same for both) against what AR would
 have spent on the same tokens: one AR step per token its steps produced. Both are
@@ -29,6 +35,7 @@ again and is judged on fresh generations.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from fastcoder.stats import GenStats
 
@@ -45,7 +52,9 @@ class ArPace:
     """Drafter generations between probes afterwards."""
 
     def __init__(self) -> None:
-        self.step_s: float | None = None
+        self.step_s: float | None = None  # the last estimate, as measured (for fastcoder.stats)
+        self._relative: float | None = None  # AR's step over the curve's c(0) at its length, or in seconds
+        self._per_curve = False  # whether _relative is relative to a curve (else seconds)
         self.probes = 0
         self._until_probe = self.FIRST_PROBE
         self._lock = threading.Lock()
@@ -61,8 +70,9 @@ class ArPace:
             self.probes += 1
             return True
 
-    def observe(self, stats: GenStats | None) -> None:
-        """A finished AR generation: its decode seconds per step. A probe that priced
+    def observe(self, stats: GenStats | None, curve: Any = None) -> None:
+        """A finished AR generation: its decode seconds per step (relative to ``curve``'s
+        1-row step at its length, a :class:`fastcoder.budget.CostCurve`, if given). A probe that priced
         nothing (cancelled, superseded, or the prefill's token was the whole answer:
         ``stats`` None or no decode step) is tried again after :attr:`FIRST_PROBE` drafter
         generations, not after :attr:`PROBE_EVERY` (in the editor a fast typist
@@ -72,8 +82,32 @@ class ArPace:
                 self._until_probe = min(self._until_probe, self.FIRST_PROBE)
             return
         x = stats.decode_s / stats.forward_steps
+        rel = x / _one_row(curve, stats)
         with self._lock:
             self.step_s = x if self.step_s is None else self.DECAY * self.step_s + (1 - self.DECAY) * x
+            if self._relative is None or self._per_curve != (curve is not None):  # (a curve loaded since)
+                self._relative, self._per_curve = rel, curve is not None
+            else:
+                self._relative = self.DECAY * self._relative + (1 - self.DECAY) * rel
+
+    def step_for(self, stats: GenStats, curve: Any = None) -> float | None:
+        """An AR step's seconds at the length of the generation ``stats`` (None: not
+        measured yet)."""
+        with self._lock:
+            rel, per_curve, raw = self._relative, self._per_curve, self.step_s
+        if rel is None:
+            return None
+        if not per_curve:
+            return rel
+        return rel * _one_row(curve, stats) if curve is not None else raw
+
+
+def _one_row(curve: Any, stats: GenStats) -> float:
+    """The curve's 1-row step at the length a generation attended (1.0 without a curve)."""
+    if curve is None:
+        return 1.0
+    c0 = curve.at(stats.prompt_tokens + stats.new_tokens).cost(0)
+    return c0 if c0 > 0 else 1.0
 
 
 class ArFallback:

@@ -108,3 +108,21 @@ def test_a_probe_that_priced_nothing_is_tried_again_soon():
     pace.observe(ar)  # priced: the next probe after PROBE_EVERY
     assert not any(pace.probe_due() for _ in range(ArPace.PROBE_EVERY)) and pace.probe_due()
     assert pace.step_s == pytest.approx(0.005)
+
+
+def test_an_ar_step_is_priced_at_each_generations_length_by_the_curves_shape():
+    from fastcoder.budget import CostCurve
+
+    # the H200's shape: 4 ms at 512 cached rows, 5 ms at 2,048; this machine runs 2x slower
+    curve = CostCurve([0, 3], [0.004, 0.004], 512, {2048: [0.005, 0.005]})
+    pace = ArPace()
+    short = GenStats(method="ar", prompt_tokens=500, new_tokens=12, forward_steps=10)
+    short.total_s = 10 * 0.008
+    pace.observe(short, curve)  # 8 ms a step at ~512 rows: twice the curve's level
+    long = GenStats(method="fastcoder", prompt_tokens=2000, new_tokens=48)
+    assert pace.step_for(long, curve) == pytest.approx(0.010)  # 2 x 5 ms at 2,048 rows
+    assert pace.step_for(short, curve) == pytest.approx(0.008)
+    assert pace.step_s == pytest.approx(0.008)  # as measured, for fastcoder.stats
+    plain = ArPace()  # no curve loaded: seconds as measured, whatever the length
+    plain.observe(short)
+    assert plain.step_for(long) == pytest.approx(0.008) and plain.step_for(long, curve) == pytest.approx(0.008)
