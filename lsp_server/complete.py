@@ -697,9 +697,11 @@ class Completer:
         gen.stats.setup_s = t_engine - t_begin  # prompt + draft sources, before the engine
         gen.stats.queue_s = max(0.0, t_begin - inflight.submitted)  # waiting for the model thread
         self.metrics.generation(gen.stats, "prefetch" if inflight.background else "completion", len(context_ids))
+        # a superseded generation counts for the steps it ran (it stops between forwards);
+        # in block mode most are, after their early answer
         if timed:
-            self.ar_pace.observe(None if gen.cancelled else gen.stats, engine.measured_curve())
-        elif judged and not gen.cancelled:
+            self.ar_pace.observe(gen.stats, engine.measured_curve())
+        elif judged:
             doc.fallback.observe(gen.stats, self.ar_pace.step_for(gen.stats, engine.measured_curve()))
         if gen.cancelled:
             return None, gen.stats

@@ -11,7 +11,8 @@ same either way (both are greedy AR's), so the server may run whichever is faste
 decode seconds per step of real AR generations, the ones the fallback runs and a *probe*
 (an AR generation in place of a drafter one) after the first :attr:`ArPace.FIRST_PROBE`
 drafter generations and then every :attr:`ArPace.PROBE_EVERY`, so about 3% of generations
-(a probe that priced nothing, cancelled or without a decode step, comes again sooner).
+(a generation superseded after some steps counts for them; a probe without a decode step
+comes again sooner).
 (Pricing AR from the cost curve instead, c(0) / c(rows) times the drafter's own steps,
 missed a drafter 1.33x slower than AR in a replay: the curve, measured once under other
 load, had the 1-row step at 8.8 ms where AR's steps took 2.9.)
@@ -71,12 +72,12 @@ class ArPace:
             return True
 
     def observe(self, stats: GenStats | None, curve: Any = None) -> None:
-        """A finished AR generation: its decode seconds per step (relative to ``curve``'s
-        1-row step at its length, a :class:`fastcoder.budget.CostCurve`, if given). A probe that priced
-        nothing (cancelled, superseded, or the prefill's token was the whole answer:
-        ``stats`` None or no decode step) is tried again after :attr:`FIRST_PROBE` drafter
-        generations, not after :attr:`PROBE_EVERY` (in the editor a fast typist
-        supersedes many generations)."""
+        """A finished AR generation (or one superseded after some steps: they count): its
+        decode seconds per step (relative to ``curve``'s 1-row step at its length, a
+        :class:`fastcoder.budget.CostCurve`, if given). A probe that priced nothing
+        (``stats`` None, or no decode step: cancelled in its prefill, or the prefill's
+        token was the whole answer) is tried again after :attr:`FIRST_PROBE` drafter
+        generations, not after :attr:`PROBE_EVERY`."""
         if stats is None or stats.forward_steps <= 0:
             with self._lock:
                 self._until_probe = min(self._until_probe, self.FIRST_PROBE)
