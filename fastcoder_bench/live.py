@@ -253,6 +253,10 @@ def summarize(runs: list[dict[str, Any]], pause_s: float) -> dict[str, Any]:
         "window_prefills": sum(delta(r, "window", "prefills") for r in runs),
         "window_prefill_tokens": sum(delta(r, "window", "prefillTokens") for r in runs),
         "prefill_tokens": sum(delta(r, "total", "prefillTokens") for r in runs),
+        # what model runs waited for the model thread (a running generation's last forward,
+        # background work) before they began, ms per run
+        "queue_ms_per_run": (sum(delta(r, "total", "queueMs") for r in runs)
+                             / max(1.0, sum(delta(r, "total", "generations") for r in runs))),
         "busy_per_typed_s": (sum(_busy_s(r["after"]) - _busy_s(r["before"]) for r in runs) / typing_s) if typing_s else None,
         "first_ms": [r["first_ms"] for r in runs],
     }  # fmt: skip
@@ -281,15 +285,16 @@ def table(summaries: dict[str, dict[str, Any]], pause_ms: float) -> str:
     head = (f"| method | felt latency at pauses ≥ {pause_ms:.0f} ms: p50 / p95 ms (shown) "
             "| same, the model had to run: p50 / p95 / slowest shown ms "
             "| keys with a suggestion before the next | pause suggestion = typed next | requests (cancelled) "
-            "| model runs (background) | tokens prefilled: model runs / idle window | model busy per typed s |")  # fmt: skip
-    lines = [head, "|" + "---|" * 9]
+            "| model runs (background) | waited for the model thread, ms per run "
+            "| tokens prefilled: model runs / idle window | model busy per typed s |")  # fmt: skip
+    lines = [head, "|" + "---|" * 10]
     for k, s in summaries.items():
         p, m = s["pauses"], s["pauses_model"]
         lines.append(
             f"| {k} | {f(p['p50_ms'])} / {f(p['p95_ms'])} ({f(p['shown_share'], True)} of {p['n']}) "
             f"| {f(m['p50_ms'])} / {f(m['p95_ms'])} / {f(m.get('max_shown_ms'))} ({f(m['shown_share'], True)} of {m['n']}) "
             f"| {f(s['keys_shown_share'], True)} | {f(s['pause_match_share'], True)} | {s['requests']} ({s['cancelled']}) "
-            f"| {s['model_runs']:.0f} ({s['background_runs']:.0f}) "
+            f"| {s['model_runs']:.0f} ({s['background_runs']:.0f}) | {f(s.get('queue_ms_per_run'))} "
             f"| {s.get('prefill_tokens', 0):.0f} / {s.get('window_prefill_tokens', 0):.0f} | {s['busy_per_typed_s']:.2f} |"
         )
     return "\n".join(lines)

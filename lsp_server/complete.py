@@ -221,6 +221,13 @@ class Completer:
                 return joined
             inflight = doc.inflight
         if inflight is None or inflight.key != key or inflight.cancel.is_set() or inflight.future is None:
+            # the model will run for this state unless the user types on, and then for a
+            # newer one: what runs now for an older state (and background work) stops at
+            # once, so its last forward ends during the debounce, not after it
+            if inflight is not None and not inflight.cancel.is_set():
+                inflight.supersede()
+                self.metrics.outcome("superseded")
+            self.host.preempt_background()
             wait = 0.0 if invoked else self.debounce_s(doc, settings)  # asked explicitly: at once
             if wait > 0:
                 asked = time.monotonic()
@@ -230,7 +237,7 @@ class Completer:
                     return Outcome("", ctx.mode, "superseded", seconds=time.perf_counter() - t0)
                 inflight = doc.inflight
         if inflight is None or inflight.key != key or inflight.cancel.is_set() or inflight.future is None:
-            if inflight is not None:
+            if inflight is not None and not inflight.superseded:
                 inflight.supersede()
                 self.metrics.outcome("superseded")
             inflight = self._start(doc, ctx, settings, key)

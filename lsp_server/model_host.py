@@ -171,11 +171,17 @@ class ModelHost:
             self._queued += 1
             if background and cancel is not None:
                 self._background.add(cancel)
-            elif not background:
-                for event in self._background:
-                    event.set()
-                self._background.clear()
+        if not background:
+            self.preempt_background()
         return asyncio.wrap_future(self._executor.submit(self._labelled, label or getattr(fn, "__name__", "job"), fn, *args))
+
+    def preempt_background(self) -> None:
+        """A foreground job is coming (a request waits out its debounce): background jobs
+        stop now, so their last forward ends before it is submitted."""
+        with self._queue_lock:
+            for event in self._background:
+                event.set()
+            self._background.clear()
 
     def promote(self, cancel: threading.Event) -> None:
         """A background job is now awaited by a request: foreground jobs no longer cancel it."""

@@ -39,6 +39,22 @@ def typed_through(last: Suggestion | None, ctx: CursorContext) -> str | None:
     return line if line.strip() else None
 
 
+def may_still_serve(text: str, start: CursorContext, output: str) -> bool:
+    """Whether the document ``text`` may still be ``start`` with the start of ``output``
+    typed (or accepted) at its cursor, auto-closed brackets and quotes right of it: the
+    text between ``start``'s prefix and suffix, without at most 8 closers at its end,
+    agrees with ``output`` as far as both go (the user may type on past what the
+    generation has produced so far). False once the text left that path."""
+    prefix, suffix = start.prefix, start.suffix
+    if len(text) < len(prefix) + len(suffix) or not text.startswith(prefix) or not text.endswith(suffix):
+        return False
+    typed = text[len(prefix) : len(text) - len(suffix)]
+    closers = len(typed) - len(typed.rstrip("".join(AUTO_CLOSED)))
+    if 0 < closers <= 8:
+        typed = typed[: len(typed) - closers]
+    return output.startswith(typed) or typed.startswith(output)
+
+
 def recall(answers: Answers, ctx: CursorContext) -> tuple[str, Suggestion] | None:
     """The answer for ``ctx`` from a recent state's suggestion (newest first), if any."""
     for s in answers:

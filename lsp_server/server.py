@@ -49,6 +49,7 @@ from lsp_server.documents import (
 )
 from lsp_server.prompt import CursorContext
 from lsp_server.protocol import Features, RequestFailed, guard, quiet, workspace_edit
+from lsp_server.recall import may_still_serve
 from lsp_server.settings import ServerSettings, SettingsError
 from lsp_server.state import FastCoderServer
 from lsp_server.workspace import IndexUnavailable
@@ -198,12 +199,19 @@ def did_change(ls: FastCoderServer, params: types.DidChangeTextDocumentParams) -
     state = ls.registry.get(doc.uri)
     if state is not None:
         state.typing.changed()
-    if state is not None and state.inflight is not None and state.inflight.waiters > 0:
+    inflight = state.inflight if state is not None else None
+    if inflight is not None and not inflight.superseded:
         # the text moved on: the answer someone waits for would be stale; its waiters
-        # are answered at once. (A block that goes on after an early answer, or a
-        # suggestion prepared in the background, is left alone: the user may be typing
-        # through it or accepting it; the next request supersedes it otherwise.)
-        state.inflight.supersede()
+        # are answered at once. A block that goes on after its early answer stays while
+        # the user types along what it has generated (its lines may answer the next
+        # request) and stops the moment the text leaves that path, so its last forward
+        # ends before the next request comes. (A suggestion prepared in the background
+        # is left alone: the user may be accepting it; any request stops it.)
+        if inflight.waiters > 0 or (
+            inflight.shown is not None
+            and not may_still_serve(doc.source, inflight.ctx, inflight.partial or inflight.shown)
+        ):  # fmt: skip
+            inflight.supersede()
     ls.schedule_buffer(doc.uri)
 
 

@@ -9,7 +9,7 @@ import time
 from types import SimpleNamespace
 
 from lsp_server.complete import AUTO_DEBOUNCE_S, Completer
-from lsp_server.recall import after_accept, continues, recall
+from lsp_server.recall import after_accept, continues, may_still_serve, recall
 from lsp_server.model_host import ModelHost
 from lsp_server.prompt import CursorContext
 from lsp_server.sessions import Answers, Suggestion, TypingClock
@@ -69,6 +69,21 @@ def test_after_accept_states_and_continues():
     assert len(after_accept(ctx, "return 1")) == 1
     assert continues(CursorContext("def f():\n    x = ", "\n"), ctx, "x = 1\n")
     assert not continues(CursorContext("def f():\n    y", "\n"), ctx, "x = 1\n")
+
+
+def test_a_running_block_may_still_serve_text_typed_along_its_output():
+    start = CursorContext("def f():\n    ", "\n\nx = 2\n")
+    out = "x = g(1)\n    return x"
+    doc = lambda typed: start.prefix + typed + start.suffix  # noqa: E731
+    assert may_still_serve(doc(""), start, out)  # nothing typed yet
+    assert may_still_serve(doc("x = g"), start, out)  # its start typed
+    assert may_still_serve(doc("x = g()"), start, out)  # an auto-closed bracket right of the cursor
+    assert may_still_serve(doc("x = g(1)\n    return x + 1"), start, out)  # past what it produced so far
+    assert not may_still_serve(doc("y"), start, out)  # off its path
+    assert not may_still_serve(doc("x = h("), start, out)
+    assert not may_still_serve(start.prefix + "x" + "\n\nx = 3\n", start, out)  # changed below the cursor
+    assert not may_still_serve("# new first line\n" + doc("x"), start, out)  # changed above it
+    assert not may_still_serve(start.prefix[:-2], start, out)  # deleted back past its start
 
 
 def test_debounce_waits_until_the_document_has_been_still():

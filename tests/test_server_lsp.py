@@ -380,6 +380,84 @@ async def test_newer_request_for_the_same_document_supersedes_the_older(client: 
         await configure(client, maxNewTokens=16, method="fastcoder")
 
 
+async def _early_block(client: LanguageClient, uri: str, debounce_ms: int = 0) -> tuple[str, types.Position, str]:
+    """Open ``uri`` and answer a block there early (the tiny model's block goes on for
+    ~300 tokens, ~0.25 s on a fast CPU): (text, cursor, the lines shown)."""
+    line = "def total(values):"
+    text = BODY.replace(line, line + "\n        ")
+    open_doc(client, uri, text)
+    pos = types.Position(line=_find(text, line).line + 1, character=8)
+    # psm: see the early-answer test; a long block that answers with its first lines at once
+    await configure(client, maxNewTokens=4000, method="ar", earlyAnswerMs=0, promptLayout="psm", timeBudgetMs=0,
+                    debounceMs=debounce_ms)  # fmt: skip
+    invoked = types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=pos,
+        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked),
+    )  # asked explicitly: no debounce
+    first = await asyncio.wait_for(client.text_document_inline_completion_async(invoked), 60)
+    (item,) = first.items
+    return text, pos, item.insert_text
+
+
+async def _until_idle(client: LanguageClient, seconds: float) -> dict:
+    deadline = time.monotonic() + seconds
+    while True:
+        info = await stats(client)
+        if info["model"]["busy"] is None or time.monotonic() > deadline:
+            return info
+        await asyncio.sleep(0.02)
+
+
+async def _reset_after_block(client: LanguageClient) -> None:
+    await _until_idle(client, 120)
+    await configure(client, maxNewTokens=16, method="fastcoder", earlyAnswerMs=None, promptLayout="anchored",
+                    timeBudgetMs=0, debounceMs=0)  # fmt: skip
+
+
+async def test_a_request_stops_the_older_generation_before_its_debounce_ends(client: LanguageClient, workspace):
+    """A request supersedes what runs for an older state of its document when it
+    arrives, not when its debounce ends: the older generation's last forward runs while
+    the request waits, so the model thread is idle when the new generation starts."""
+    uri = (workspace / "debounced.py").as_uri()
+    try:
+        early = (await stats(client))["outcomes"].get("early", 0)
+        _text, pos, shown = await _early_block(client, uri, debounce_ms=5000)
+        # its first character typed and a bracket the editor closed by itself: the block
+        # may still be on the user's path (it goes on), but its lines do not answer this
+        # state as they are (a new generation), which waits 5 s since the keystroke
+        change_doc(client, uri, 2, pos, shown[0] + ")")
+        after = types.Position(line=pos.line, character=pos.character + 1)
+        newer = asyncio.ensure_future(client.text_document_inline_completion_async(inline_params(uri, after)))
+        assert (await stats(client))["outcomes"].get("early", 0) == early + 1
+        info = await _until_idle(client, 2.5)  # well inside the debounce
+        # stopped by the request (left alone until the debounce ended, it ends on its own: stop_id)
+        assert info["model"]["busy"] is None and info["last"]["stopReason"] == "cancelled", (info["model"], info["last"])
+        assert not newer.done()  # still in its debounce
+        assert isinstance(await asyncio.wait_for(newer, 60), types.InlineCompletionList)
+        assert (await stats(client))["last"]["stopReason"] != "cancelled"  # the newer one ran to its end
+    finally:
+        await _reset_after_block(client)
+
+
+async def test_a_keystroke_off_the_blocks_path_stops_it_along_it_not(client: LanguageClient, workspace):
+    """After its early answer a block goes on for whoever takes its lines. A keystroke
+    that agrees with what it generated leaves it running; one that leaves that path
+    stops it at once, before any request (its lines can no longer answer one)."""
+    uri = (workspace / "offpath.py").as_uri()
+    try:
+        _text, pos, shown = await _early_block(client, uri)
+        change_doc(client, uri, 2, pos, shown[0])  # typed along: it goes on
+        info = await _until_idle(client, 120)
+        assert info["last"]["stopReason"] != "cancelled", info["last"]
+        _text, pos, shown = await _early_block(client, (workspace / "offpath2.py").as_uri())
+        off = "#" if shown[0] != "#" else "@"
+        change_doc(client, (workspace / "offpath2.py").as_uri(), 2, pos, off)  # off its path
+        info = await _until_idle(client, 120)
+        assert info["last"]["stopReason"] == "cancelled", info["last"]  # left alone, it ends on its own: stop_id
+    finally:
+        await _reset_after_block(client)
+
+
 async def test_disabled_server_answers_empty(client: LanguageClient, workspace):
     uri = (workspace / "disabled.py").as_uri()
     open_doc(client, uri, BODY)
@@ -408,10 +486,11 @@ async def test_slow_block_is_answered_early_with_its_first_lines(client: Languag
     # themselves do not depend on the layout
     await configure(client, maxNewTokens=300, method="ar", earlyAnswerMs=0, promptLayout="psm")
     try:
+        early = (await stats(client))["outcomes"].get("early", 0)  # other tests' early answers
         first = await client.text_document_inline_completion_async(inline_params(uri, pos))
         (item,) = first.items
         info = await stats(client)
-        assert info["outcomes"].get("early") == 1
+        assert info["outcomes"].get("early", 0) == early + 1
         assert "\n" not in item.insert_text or item.insert_text.count("\n") < 300
         # the block goes on in the background; once done, it is offered at the same place
         deadline = time.monotonic() + 120

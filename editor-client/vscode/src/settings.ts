@@ -24,8 +24,10 @@ export interface FastCoderSettings {
     /** CPU: linear weights packed for oneDNN (`auto`: where a probe at load measured it faster). */
     packWeights: string;
     method: string;
+    /** Plain AR for a document while its drafter is measured slower (same output). */
+    arFallback: boolean;
     maxNewTokens: number;
-    /** null/undefined: no time budget. */
+    /** null/undefined: the server's default (2000 ms). */
     timeBudgetMs: number | null;
     /** Client-only: the `fastcoder` executable. */
     serverPath: string;
@@ -41,6 +43,8 @@ export interface FastCoderSettings {
     warmAtCursor: boolean;
     /** Put other workspace files (definitions, open documents) in the prompt. */
     crossFileContext: boolean;
+    /** Memory for the open documents' KV caches (MB). */
+    kvCacheMb: number;
 }
 
 export const DEFAULTS: FastCoderSettings = {
@@ -50,6 +54,7 @@ export const DEFAULTS: FastCoderSettings = {
     device: 'auto',
     packWeights: 'auto',
     method: 'fastcoder',
+    arFallback: true,
     maxNewTokens: 128,
     timeBudgetMs: null,
     serverPath: '',
@@ -59,6 +64,7 @@ export const DEFAULTS: FastCoderSettings = {
     prefetch: true,
     warmAtCursor: true,
     crossFileContext: false,
+    kvCacheMb: 256,
 };
 
 /** The JSON object sent as `initializationOptions` (camelCase keys, server contract). */
@@ -68,6 +74,7 @@ export interface InitOptions {
     device: string;
     packWeights: string;
     method: string;
+    arFallback: boolean;
     maxNewTokens: number;
     timeBudgetMs?: number;
     enabled: boolean;
@@ -77,6 +84,7 @@ export interface InitOptions {
     prefetch: boolean;
     warmAtCursor: boolean;
     crossFileContext: boolean;
+    kvCacheMb: number;
 }
 
 /** Settings that need a server restart when they change (they decide how it is started). */
@@ -114,6 +122,7 @@ export function normalizeSettings(raw: Partial<Record<keyof FastCoderSettings, u
         device: pick(raw.device, DEVICES, 'auto'),
         packWeights: pick(raw.packWeights, PACK_WEIGHTS, 'auto'),
         method: pick(raw.method, METHODS, 'fastcoder'),
+        arFallback: typeof raw.arFallback === 'boolean' ? raw.arFallback : DEFAULTS.arFallback,
         maxNewTokens: positiveInt(raw.maxNewTokens) ?? DEFAULTS.maxNewTokens,
         timeBudgetMs: positiveInt(raw.timeBudgetMs) ?? null,
         serverPath: str(raw.serverPath),
@@ -124,6 +133,7 @@ export function normalizeSettings(raw: Partial<Record<keyof FastCoderSettings, u
         warmAtCursor: typeof raw.warmAtCursor === 'boolean' ? raw.warmAtCursor : DEFAULTS.warmAtCursor,
         crossFileContext:
             typeof raw.crossFileContext === 'boolean' ? raw.crossFileContext : DEFAULTS.crossFileContext,
+        kvCacheMb: positiveInt(raw.kvCacheMb) ?? DEFAULTS.kvCacheMb,
     };
 }
 
@@ -135,6 +145,7 @@ export function toInitOptions(settings: FastCoderSettings): InitOptions {
         device: settings.device,
         packWeights: settings.packWeights,
         method: settings.method,
+        arFallback: settings.arFallback,
         maxNewTokens: settings.maxNewTokens,
         enabled: settings.enabled,
         promptLayout: settings.promptLayout,
@@ -142,6 +153,7 @@ export function toInitOptions(settings: FastCoderSettings): InitOptions {
         prefetch: settings.prefetch,
         warmAtCursor: settings.warmAtCursor,
         crossFileContext: settings.crossFileContext,
+        kvCacheMb: settings.kvCacheMb,
     };
     if (settings.timeBudgetMs !== null && settings.timeBudgetMs !== undefined) {
         opts.timeBudgetMs = settings.timeBudgetMs;

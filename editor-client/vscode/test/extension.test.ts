@@ -134,6 +134,7 @@ describe('activate', () => {
             device: 'auto',
             packWeights: 'auto',
             method: 'fastcoder',
+            arFallback: true,
             maxNewTokens: 8,
             enabled: true,
             promptLayout: 'anchored',
@@ -141,6 +142,7 @@ describe('activate', () => {
             prefetch: true,
             warmAtCursor: true,
             crossFileContext: false,
+            kvCacheMb: 256,
         });
         expect(client.clientOptions.documentSelector).toEqual(documentSelector());
         expect(documentSelector()).toContainEqual({ scheme: 'file', language: 'python' });

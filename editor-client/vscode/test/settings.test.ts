@@ -1,6 +1,7 @@
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 vi.mock('vscode', async () => (await import('./vscode.mock')).createVscodeMock());
 
+import * as fs from 'fs';
 import * as path from 'path';
 import * as vscodeReal from 'vscode';
 import type { VscodeMock } from './vscode.mock';
@@ -28,6 +29,7 @@ describe('normalizeSettings', () => {
             device: 'tpu',
             packWeights: 'yes',
             method: 'medusa',
+            arFallback: 'off',
             maxNewTokens: -3,
             timeBudgetMs: 0,
             serverPath: null,
@@ -37,6 +39,7 @@ describe('normalizeSettings', () => {
             prefetch: 'no',
             warmAtCursor: 'off',
             crossFileContext: 1,
+            kvCacheMb: 0,
         });
         expect(s).toEqual(DEFAULTS);
     });
@@ -49,6 +52,7 @@ describe('normalizeSettings', () => {
             device: 'cuda',
             packWeights: 'off',
             method: 'pld',
+            arFallback: false,
             maxNewTokens: 64.7,
             timeBudgetMs: 250,
             serverPath: '/usr/bin/fastcoder',
@@ -58,6 +62,7 @@ describe('normalizeSettings', () => {
             prefetch: false,
             warmAtCursor: false,
             crossFileContext: true,
+            kvCacheMb: 512.9,
         });
         expect(s).toEqual({
             enabled: false,
@@ -66,6 +71,7 @@ describe('normalizeSettings', () => {
             device: 'cuda',
             packWeights: 'off',
             method: 'pld',
+            arFallback: false,
             maxNewTokens: 64,
             timeBudgetMs: 250,
             serverPath: '/usr/bin/fastcoder',
@@ -75,7 +81,19 @@ describe('normalizeSettings', () => {
             prefetch: false,
             warmAtCursor: false,
             crossFileContext: true,
+            kvCacheMb: 512,
         });
+    });
+});
+
+describe('package.json', () => {
+    it('declares every setting, with the default the extension uses', () => {
+        const pkg = JSON.parse(fs.readFileSync(path.resolve(__dirname, '..', 'package.json'), 'utf8'));
+        const props = pkg.contributes.configuration.properties;
+        for (const [key, value] of Object.entries(DEFAULTS)) {
+            expect(props[`fastcoder.${key}`], key).toBeDefined();
+            expect(props[`fastcoder.${key}`].default, key).toEqual(value);
+        }
     });
 });
 
@@ -87,6 +105,7 @@ describe('toInitOptions', () => {
             device: 'auto',
             packWeights: 'auto',
             method: 'fastcoder',
+            arFallback: true,
             maxNewTokens: 128,
             enabled: true,
             promptLayout: 'anchored',
@@ -94,6 +113,7 @@ describe('toInitOptions', () => {
             prefetch: true,
             warmAtCursor: true,
             crossFileContext: false,
+            kvCacheMb: 256,
         });
     });
 
@@ -145,6 +165,7 @@ describe('readSettings (through the mocked vscode API)', () => {
             device: 'auto',
             packWeights: 'auto',
             method: 'fastcoder',
+            arFallback: true,
             maxNewTokens: 8,
             enabled: true,
             pythonPath: '/ws/.venv/bin/python',
@@ -153,6 +174,7 @@ describe('readSettings (through the mocked vscode API)', () => {
             prefetch: true,
             warmAtCursor: true,
             crossFileContext: false,
+            kvCacheMb: 256,
         });
     });
 
