@@ -739,6 +739,11 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "median": pct(prefill_tokens, 0.5),
             "p95": pct(prefill_tokens, 0.95),
         },
+        # what the last generation before each model-run answer waited for the model thread:
+        # mostly an older block's last forward. The replay sends the keystrokes after an
+        # early answer at once, so the next request always finds that block mid-forward;
+        # typing in real time (bench live) leaves it the time the keystrokes take
+        "queue_ms_median": pct([s.queue_ms for s in answered], 0.5),
         "later_typed_through": _lat([s for s in later if s.typed_through]),
         "later_early": _lat([s for s in later if s.early]),
         "later_one_line_model": _lat([s for s in model if s.one_line]),
@@ -1131,7 +1136,8 @@ def print_summary(name: str, s: dict[str, Any]) -> None:
           f"{num(pt['median'])} p95 {num(pt['p95'])}; {s['generations']} generations ({s.get('ar_fallback', 0)} as plain AR: arFallback, AR priced in "
           f"{s.get('ar_priced', 0)} of {len(s.get('index') or [])} servers, {s.get('ar_holds', 0)} holds), mean accepted length "
           f"{'-' if mean_acc is None else f'{mean_acc:.2f}'}; decode {'-' if mpt is None else f'{mpt:.0f}'} ms/token; "
-          f"accepted draft tokens by source: {src}")  # fmt: skip
+          f"accepted draft tokens by source: {src}; waited for the model thread median {num(s.get('queue_ms_median'))} ms "
+          f"per model run (an older block's last forward: the replay types on at once after an early answer)")  # fmt: skip
 
 
 def load_average() -> str:
