@@ -14,7 +14,7 @@
 #            replay, each given what is left of SECONDS (stages that find too little left are skipped).
 # Every stage leaves its logs and reports in $OUT as soon as it ends (at most 8 files come back:
 # setup.log, cuda-tests.log, probes.log, suite.tgz, replay.tgz). Tunables (env): SUITE_ARGS,
-# REPLAY_ARGS, REPLAY_MIN_S. Measured on an H200 (2026-11-26): 8 chunks of ~61 MiB, the
+# REPLAY_ARGS, REPLAY_MIN_S, TESTS_S (the CUDA tests' seconds, 120; 0 skips them). Measured on an H200 (2026-11-26): 8 chunks of ~61 MiB, the
 # first 7 chunk calls ~5 s each after a 30 s start, the 8th carried by the run call; the run stage's setup (unpack, install, convert) 65 s, the CUDA
 # tests 100 s, the suite (ar,pld,fastcoder,hf-static, 20 tasks) ~170 s, a 2-file replay ~115 s.
 set -uo pipefail
@@ -74,11 +74,11 @@ run)
   } 2>&1 | tee "$OUT/setup.log"
   [ "${PIPESTATUS[0]}" = 0 ] || exit 1
   name=$(cat /tmp/fc-stage/meta/model.name)
-  t=$(( $(left) < 120 ? $(left) : 120 ))
+  t=$(( $(left) < ${TESTS_S:-120} ? $(left) : ${TESTS_S:-120} ))  # TESTS_S=0: no CUDA tests
   [ "$t" -gt 20 ] && timeout -s INT "$t" python3 -m pytest -q -p no:cacheprovider tests/test_static_verifier.py \
     tests/test_folded_attention.py > "$OUT/cuda-tests.log" 2>&1; tail -4 "$OUT/cuda-tests.log"
   replay_min=${REPLAY_MIN_S:-170}
-  t=$(( $(left) - replay_min ))
+  t=$(( $(left) - replay_min - 60 ))  # 60 s kept for the probes after it
   if [ "$t" -gt 60 ]; then
     echo "suite: $t s"
     # shellcheck disable=SC2086
