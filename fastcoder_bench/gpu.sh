@@ -78,7 +78,7 @@ run)
   [ "$t" -gt 20 ] && timeout -s INT "$t" python3 -m pytest -q -p no:cacheprovider tests/test_static_verifier.py \
     tests/test_folded_attention.py > "$OUT/cuda-tests.log" 2>&1; tail -4 "$OUT/cuda-tests.log"
   replay_min=${REPLAY_MIN_S:-170}
-  t=$(( $(left) - replay_min - 60 ))  # 60 s kept for the probes after it
+  t=$(( $(left) - replay_min - 90 ))  # 90 s kept for the probes after it
   if [ "$t" -gt 60 ]; then
     echo "suite: $t s"
     # shellcheck disable=SC2086
@@ -88,6 +88,10 @@ run)
     # the host's share of a step, where the GPU run found drafting 3x dearer than a CPU
     # machine's: the same drafting over the same recorded tasks, no model (seconds)
     timeout 60 python3 -m fastcoder_bench.probes.draft_cost /tmp/suite /tmp/suite/run.json --repeats 3 > "$OUT/probes.log" 2>&1
+    # the same after a 4 ms pause per step, sleeping then spinning (the suite drafted ~3x
+    # slower than this probe on the H100's host, 2026-11-27)
+    for w in "" --spin; do timeout 40 python3 -m fastcoder_bench.probes.draft_cost /tmp/suite /tmp/suite/run.json \
+      --repeats 2 --step-wait-ms 4 $w >> "$OUT/probes.log" 2>&1; done
     timeout 30 python3 -m fastcoder_bench.probes.source_start lsp_server/complete.py 100 >> "$OUT/probes.log" 2>&1
     timeout 60 python3 -m fastcoder_bench.probes.host_overhead lsp_server/complete.py --curve /tmp/suite/run.json --pool >> "$OUT/probes.log" 2>&1
     grep -v Warn "$OUT/probes.log" | tail -12

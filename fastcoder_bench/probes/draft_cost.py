@@ -5,12 +5,17 @@ there). What is timed is what a run's "draft/retrieval" + "budget trim" columns 
 Python alone.
 
     python -m fastcoder_bench.probes.draft_cost RECORDED_SUITE_DIR CURVE_RUN_JSON
-        [--repeats 3] [--max-new N] [--host-factor F] [--profile]
+        [--repeats 3] [--max-new N] [--host-factor F] [--step-wait-ms W [--spin]] [--profile]
 
 - ``--max-new N``: each recorded output cut to its first N tokens (an editor suggestion is
   ~8-15 tokens; the suite's bodies ~47), the stop being ``max_new_tokens``.
 - ``--host-factor F``: drafting is charged F times what it measured here, in the budget's
   drafting-cost model and in the estimate (a GPU host drafted 3x slower than a 2-vCPU EPYC).
+- ``--step-wait-ms W``: each verify step is followed by a wait of W ms, as for a device's
+  forward (the thread sleeps; with ``--spin`` it polls the clock and stays on its core): what
+  a pause between drafts does to drafting. The GPU suite drafted ~3x slower than this probe
+  on the same host (2.47 vs 0.6-0.9 ms a step, H100, 2026-11-27); on a 2-vCPU EPYC a 4 ms
+  wait raised drafting 0.64 -> 0.78 ms (sleep) and 0.74 ms (spin).
 
 Per repeat, serial search and the engine's search pool interleaved: steps, accepted length,
 draft nodes per step, drafting and trim ms per step, and the estimated speedup over AR on
@@ -47,8 +52,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max-new", type=int, default=0)
     ap.add_argument("--host-factor", type=float, default=1.0)
+    ap.add_argument("--step-wait-ms", type=float, default=0.0)
+    ap.add_argument("--spin", action="store_true")
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
+    if args.step_wait_ms > 0:
+        _wait_after_steps(args.step_wait_ms / 1000, args.spin)
     info = json.loads((args.suite_dir / "run.json").read_text())
     records = sorted(read_results(args.suite_dir), key=lambda r: r.get("index", 0))
     tok = load_tokenizer(info["spec"]["model"], progress=False)
@@ -106,6 +115,25 @@ def main() -> None:
                   f"est. speedup vs AR {ar_est / est:.2f}x (host factor {factor:g}); {time.perf_counter() - t_all:.1f} s")
     if prof is not None:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(45)
+
+
+def _wait_after_steps(seconds: float, spin: bool) -> None:
+    """Every ReplayVerifier step then waits ``seconds`` (sleeping, or spinning on the clock)."""
+    from fastcoder.replay import ReplayVerifier
+
+    step = ReplayVerifier.step
+
+    def waited(self, *a, **k):
+        out = step(self, *a, **k)
+        if spin:
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                pass
+        else:
+            time.sleep(seconds)
+        return out
+
+    ReplayVerifier.step = waited
 
 
 if __name__ == "__main__":
