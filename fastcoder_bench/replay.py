@@ -779,6 +779,9 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "ar_fallback": sum(r["stats"]["outcomes"].get("ar_fallback", 0) for r in runs),  # lsp_server/fallback.py
         # servers (one per file) whose probes priced AR's step, and holds of AR (documents set aside)
         "ar_priced": sum((r["stats"].get("server", {}).get("arFallback") or {}).get("arStepMs") is not None for r in runs),
+        # drafter generations the fallback weighed, and of them those weighed up to an early answer
+        "ar_judged": sum((r["stats"].get("server", {}).get("arFallback") or {}).get("judged", 0) for r in runs),
+        "ar_judged_at_answer": sum((r["stats"].get("server", {}).get("arFallback") or {}).get("judgedAtAnswer", 0) for r in runs),
         "ar_holds": sum(d.get("fallbacks", 0) for r in runs
                         for d in ((r["stats"].get("server", {}).get("arFallback") or {}).get("documents") or {}).values()),
         "model": runs[0]["stats"]["model"] if runs else {},
@@ -1134,7 +1137,8 @@ def print_summary(name: str, s: dict[str, Any]) -> None:
     src = ", ".join(f"{k} {v}" for k, v in sorted(s["accepted_by_source"].items(), key=lambda kv: -kv[1])) or "-"
     print(f"  prefill saving (KV reuse) {share(s['prefill_saving'])}, prefilled tokens per model run median "
           f"{num(pt['median'])} p95 {num(pt['p95'])}; {s['generations']} generations ({s.get('ar_fallback', 0)} as plain AR: arFallback, AR priced in "
-          f"{s.get('ar_priced', 0)} of {len(s.get('index') or [])} servers, {s.get('ar_holds', 0)} holds), mean accepted length "
+          f"{s.get('ar_priced', 0)} of {len(s.get('index') or [])} servers, {s.get('ar_holds', 0)} holds, "
+          f"{s.get('ar_judged', 0)} weighed, {s.get('ar_judged_at_answer', 0)} of them up to an early answer), mean accepted length "
           f"{'-' if mean_acc is None else f'{mean_acc:.2f}'}; decode {'-' if mpt is None else f'{mpt:.0f}'} ms/token; "
           f"accepted draft tokens by source: {src}; waited for the model thread median {num(s.get('queue_ms_median'))} ms "
           f"per model run (an older block's last forward: the replay types on at once after an early answer)")  # fmt: skip

@@ -661,6 +661,8 @@ class Completer:
         early_s = settings.early_answer_s if ctx.mode == "block" else None
         t_start = time.perf_counter()
         published = False
+        answered_at: list[float] = []  # when the early answer went out
+        answered: list[tuple[float, int]] = []  # then: (decode seconds, tokens the steps produced)
 
         def early(text: str) -> None:
             """Block mode, after ``earlyAnswerMs``: answer with the whole lines so far."""
@@ -668,6 +670,7 @@ class Completer:
             lines = finalize(text, ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace)
             if lines and not published:  # answer with them now
                 published = True
+                answered_at.append(time.perf_counter())
                 loop.call_soon_threadsafe(self._publish_early, inflight, doc, ctx, lines)
             if lines:
                 inflight.partial = lines  # for a request that takes them (see _join)
@@ -690,6 +693,12 @@ class Completer:
             index = self.index()
             sources = index.sources() if index is not None else None
         t_engine = time.perf_counter()
+
+        def on_step(_committed: list[int], stats: GenStats) -> None:
+            """After the step that answered early: what the user waited for (the fallback's measure)."""
+            if answered_at and not answered:
+                answered.append((answered_at[0] - t_engine - stats.prefill_s, sum(stats.accept_lengths) + stats.forward_steps))
+
         gen = engine.generate(
             place_context(context_ids, prompt.ids, settings.context_placement, loaded.fim, tok),
             config,
@@ -700,6 +709,7 @@ class Completer:
             stop_ids=self.special_ids(tok),  # the end of the middle
             cancel=inflight.cancel,
             first_allowed=prompt.allowed,
+            on_step=on_step if judged else None,
         )
         gen.stats.setup_s = t_engine - t_begin  # prompt + draft sources, before the engine
         gen.stats.queue_s = max(0.0, t_begin - inflight.submitted)  # waiting for the model thread
@@ -709,7 +719,8 @@ class Completer:
         if timed:
             self.ar_pace.observe(gen.stats, engine.measured_curve())
         elif judged:
-            doc.fallback.observe(gen.stats, self.ar_pace.step_for(gen.stats, engine.measured_curve()))
+            doc.fallback.observe(gen.stats, self.ar_pace.step_for(gen.stats, engine.measured_curve()),
+                                 answered[0] if answered else None)  # fmt: skip
         if gen.cancelled:
             return None, gen.stats
         text = gen.text[len(heal) :]

@@ -25,7 +25,11 @@ lengths is used, not its level.
 
 :class:`ArFallback` (one per document) sets each drafter generation's decode time
 (drafting, steps, bookkeeping; the prefill is the same for both) against what AR would
-have spent on the same tokens: one AR step per token its steps produced. Both are
+have spent on the same tokens: one AR step per token its steps produced. A block answered
+early is judged up to that answer, what the user waited for: the lines it generates after
+it are mostly never shown, and counted whole they hid a drafter that was slower to the
+answer (an H100's typing replay, 2026-11-27: FastCoder 3 ms a token against AR's 4 over
+whole generations, yet 37 against 31 ms to an early answer, and one hold in 84). Both are
 decayed sums over the document's recent generations (:attr:`ArFallback.DECAY`). Once at
 least :attr:`ArFallback.MIN_GENERATIONS` were seen and the drafter's sum exceeds AR's by
 more than :attr:`ArFallback.MARGIN`, the document's next generations run plain AR (8, then
@@ -130,6 +134,8 @@ class ArFallback:
         self.hold = 0  # AR generations still to run
         self.level = 0  # index into HOLDS of the next hold
         self.fallbacks = 0  # times the drafter was set aside
+        self.judged = 0  # drafter generations weighed
+        self.at_answer = 0  # of them, weighed up to their early answer
 
     def use_ar(self) -> bool:
         """Whether the next generation runs plain AR (counts it against the hold)."""
@@ -138,14 +144,19 @@ class ArFallback:
             return True
         return False
 
-    def observe(self, stats: GenStats, ar_step_s: float | None) -> None:
+    def observe(self, stats: GenStats, ar_step_s: float | None, answered: tuple[float, int] | None = None) -> None:
         """A finished drafter generation, ``ar_step_s`` an AR step's cost
-        (:attr:`ArPace.step_s`; None: not measured yet, nothing judged)."""
+        (:attr:`ArPace.step_s`; None: not measured yet, nothing judged). ``answered``:
+        (decode seconds, tokens the steps had produced) when it answered early; it is
+        judged on those (see the module)."""
         if ar_step_s is None or stats.forward_steps <= 0:
             return
+        seconds, tokens = answered if answered is not None else (stats.decode_s, ar_steps(stats))
+        self.judged += 1
+        self.at_answer += answered is not None
         d = self.DECAY
-        self.drafter_s = d * self.drafter_s + stats.decode_s
-        self.ar_s = d * self.ar_s + ar_steps(stats) * ar_step_s
+        self.drafter_s = d * self.drafter_s + seconds
+        self.ar_s = d * self.ar_s + tokens * ar_step_s
         self.seen += 1
         if self.seen < self.MIN_GENERATIONS:
             return

@@ -211,6 +211,9 @@ class FastCoderServer(HardenedServer):
                     "kvCacheMb": round(self.registry.kv_bytes() / 2**20, 1), "status": dict(zip(("state", "message"), self.overall_status())),
                     "arFallback": {"arStepMs": None if self.completer.ar_pace.step_s is None else round(self.completer.ar_pace.step_s * 1e3, 2),
                                    "probes": self.completer.ar_pace.probes,
+                                   # drafter generations weighed against AR, and of them those weighed up to an early answer
+                                   "judged": sum(d.fallback.judged for d in self.registry),
+                                   "judgedAtAnswer": sum(d.fallback.at_answer for d in self.registry),
                                    "documents": {d.uri: d.fallback.state() for d in self.registry if d.fallback.fallbacks}}},
             model=self.host.describe(),
             index=self.index.stats() if self.index is not None else {"state": "not started"},

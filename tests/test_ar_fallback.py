@@ -69,6 +69,22 @@ def test_a_faster_drafter_is_never_set_aside_and_nothing_is_judged_before_ar_is_
     assert not unpriced.use_ar() and unpriced.seen == 0
 
 
+def test_a_block_answered_early_is_judged_up_to_its_answer():
+    # fast over the whole generation (12 tokens for 20 ms: AR 48), but its early answer
+    # came after 14 ms for 2 tokens, which AR gives in 8: what the user waited for counts
+    fb = ArFallback()
+    for _ in range(3):
+        assert not fb.use_ar()
+        fb.observe(fast(), AR_STEP, answered=(0.014, 2))
+    assert fb.fallbacks == 1 and fb.use_ar()
+    # the same generations answered after 6 ms for 2 tokens: the drafter stays
+    fb = ArFallback()
+    for _ in range(20):
+        assert not fb.use_ar()
+        fb.observe(fast(), AR_STEP, answered=(0.006, 2))
+    assert fb.fallbacks == 0
+
+
 def test_the_cpu_replays_figures_keep_the_drafter():
     # the CPU typing replay: FastCoder 32 ms a token, AR 51 (steps of ~41 ms accepting 0.8
     # nodes a step on average)
