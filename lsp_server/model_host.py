@@ -203,7 +203,19 @@ class ModelHost:
             now = time.monotonic()
             if self._queued == 0 and now - self._trimmed >= TRIM_EVERY_S:
                 self._trimmed = now
-                release_free_memory()
+                # as the next job in this thread: after this one's answer is out (a trim
+                # costs ~0.75 ms with the 0.5B model loaded, 2-vCPU EPYC, and ran before it)
+                try:
+                    self._executor.submit(self._trim_if_idle)
+                except RuntimeError:  # shut down
+                    pass
+
+    def _trim_if_idle(self) -> None:
+        """Give glibc's free memory back unless a job came in meanwhile (then later)."""
+        if self._queued == 0:
+            release_free_memory()
+        else:
+            self._trimmed = 0.0
 
     async def run(self, fn: Callable[..., Any], cancel: threading.Event, label: str = "") -> Any:
         """Await ``fn()`` in the model thread. When the awaiting task is cancelled

@@ -48,6 +48,27 @@ def test_a_foreground_job_cancels_the_background_one():
         host.close()
 
 
+def test_free_memory_is_given_back_after_the_answer_not_before(monkeypatch):
+    from lsp_server import model_host
+
+    host = ModelHost(lambda *_: None, lambda *_: None)
+    jobs: list = []
+    trims: list[bool] = []  # whether the job before had its answer when the trim ran
+    monkeypatch.setattr(model_host, "release_free_memory", lambda: trims.append(jobs[-1].done()))
+    try:
+        for _ in range(2):
+            host._trimmed = 0.0  # (at most one trim a second)
+            host._queued += 1  # what submit() counts, without an event loop
+            jobs.append(host._executor.submit(host._labelled, "completion", lambda: time.sleep(0.01) or "answer"))
+            assert jobs[-1].result(5) == "answer"
+            deadline = time.monotonic() + 5
+            while len(trims) < len(jobs) and time.monotonic() < deadline:
+                time.sleep(0.01)
+        assert trims == [True, True]
+    finally:
+        host.close()
+
+
 def test_answers_remember_states_and_typed_through():
     answers = Answers(size=3)
     answers.add(Suggestion("a = ", "\n", "block", "compute(x)"))
