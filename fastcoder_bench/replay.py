@@ -346,6 +346,7 @@ class Sample:
     typed_through: bool
     model_ran: bool
     early: bool = False  # answered with the first lines while the block went on
+    early_split: dict | None = None  # then: the server's lastEarly (engine ms, steps, tokens, drafting ms to the answer)
     new_tokens: int = 0
     prefill_tokens: int = 0
     prompt_tokens: int = 0
@@ -602,11 +603,14 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
             ready = outcomes.get("ready", 0) > was.get("ready", 0)
             gens = after["total"]["generations"] - before["total"]["generations"]
             last = after.get("last") or {}
+            last_early = after.get("lastEarly") or {}
+            fresh_early = early and last_early.get("seq") != (before.get("lastEarly") or {}).get("seq")
             samples.append(
                 Sample(
                     index=len(samples), seconds=seconds, text=text, expected=task.body[typed:],
                     gap_left=gap_left, typed_through=tt, model_ran=(gens > 0 or early) and not (ready or tt),
-                    early=early, new_tokens=last.get("newTokens", 0) if gens else 0,
+                    early=early, early_split=last_early if fresh_early else None,
+                    new_tokens=last.get("newTokens", 0) if gens else 0,
                     prefill_tokens=last.get("prefillTokens", 0) if gens else 0,
                     prompt_tokens=last.get("promptTokens", 0) if gens else 0,
                     forward_steps=last.get("forwardSteps", 0) if gens else 0,
@@ -746,6 +750,9 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "queue_ms_median": pct([s.queue_ms for s in answered], 0.5),
         "later_typed_through": _lat([s for s in later if s.typed_through]),
         "later_early": _lat([s for s in later if s.early]),
+        # what the early answers waited for in the engine (the server's lastEarly), medians
+        "early_split": {k: pct([s.early_split[k] for s in later if s.early and s.early_split], 0.5)
+                        for k in ("engineMs", "forwardSteps", "tokens", "draftMs", "setupMs")},
         "later_one_line_model": _lat([s for s in model if s.one_line]),
         "time_split_ms": {  # per model-run request (later ones), means
             "debounce": 1000 * DEBOUNCE_S,
@@ -1122,6 +1129,10 @@ def print_summary(name: str, s: dict[str, Any]) -> None:
     print(row("    ran to the end first", s["model_run"]))
     print(row("  typed-through (no model)", s["later_typed_through"]))
     print(row("  answered early (block)", s["later_early"]))
+    es = s.get("early_split") or {}
+    if es.get("engineMs") is not None:
+        print(f"      to the answer, medians: engine {num(es['engineMs'])} ms ({num(es['forwardSteps'])} steps, "
+              f"{num(es['tokens'])} tokens; drafting {es['draftMs']:.1f} ms), prompt and sources {es['setupMs']:.1f} ms")
     print(row("  one-line, model ran", s["later_one_line_model"]))
     acc, aa = s["accepts"], s["after_accept"]
     if acc["n"] or aa["n"] or acc["refused"]:

@@ -695,9 +695,12 @@ class Completer:
         t_engine = time.perf_counter()
 
         def on_step(_committed: list[int], stats: GenStats) -> None:
-            """After the step that answered early: what the user waited for (the fallback's measure)."""
+            """After the step that answered early: what the user waited for (the fallback's
+            measure, and ``fastcoder.stats``' ``lastEarly``)."""
             if answered_at and not answered:
                 answered.append((answered_at[0] - t_engine - stats.prefill_s, sum(stats.accept_lengths) + stats.forward_steps))
+                if not inflight.background:
+                    self.metrics.early_answer(stats, answered_at[0] - t_engine, t_engine - t_begin)
 
         gen = engine.generate(
             place_context(context_ids, prompt.ids, settings.context_placement, loaded.fim, tok),
@@ -709,7 +712,7 @@ class Completer:
             stop_ids=self.special_ids(tok),  # the end of the middle
             cancel=inflight.cancel,
             first_allowed=prompt.allowed,
-            on_step=on_step if judged else None,
+            on_step=on_step if early_s is not None else None,
         )
         gen.stats.setup_s = t_engine - t_begin  # prompt + draft sources, before the engine
         gen.stats.queue_s = max(0.0, t_begin - inflight.submitted)  # waiting for the model thread

@@ -83,6 +83,8 @@ class ServerMetrics:
         self.window = {"prefills": 0, "prefillTokens": 0, "prefillMs": 0.0}
         self.latencies: deque[float] = deque(maxlen=keep_latencies)
         self.last: dict[str, Any] | None = None
+        self.last_early: dict[str, Any] | None = None  # the last early answer (early_answer)
+        self.early_seq = 0
 
     def request(self, kind: str) -> None:
         with self._lock:
@@ -126,6 +128,24 @@ class ServerMetrics:
                 "acceptedBySource": dict(st.accepted_by_source),
             }
 
+    def early_answer(self, st: GenStats, engine_s: float, setup_s: float) -> None:
+        """A block answered early with its first lines, ``engine_s`` after the engine
+        began (``st``: the generation's stats as of that step): what the user waited for,
+        split as ``last`` splits a whole generation (``lastEarly``)."""
+        with self._lock:
+            self.early_seq += 1
+            self.last_early = {
+                "seq": self.early_seq,
+                "method": st.method,
+                "engineMs": 1000.0 * engine_s,
+                "prefillMs": 1000.0 * st.prefill_s,
+                "setupMs": 1000.0 * setup_s,
+                "forwardSteps": st.forward_steps,
+                "tokens": sum(st.accept_lengths) + st.forward_steps,  # the steps' (the prefill's one aside)
+                "draftMs": 1000.0 * (st.retrieval_s + st.tree_s),
+                "forwardMs": 1000.0 * st.forward_s,
+            }
+
     def to_json(self) -> dict[str, Any]:
         with self._lock:
             total = MethodCounters()
@@ -149,4 +169,5 @@ class ServerMetrics:
                     "p95": None if not lat else 1000.0 * _percentile(lat, 0.95),
                 },
                 "last": self.last,
+                "lastEarly": self.last_early,
             }

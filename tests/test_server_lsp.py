@@ -1103,6 +1103,9 @@ async def test_ar_fallback_weighs_an_early_answered_block_up_to_its_answer(tiny_
         assert info["outcomes"].get("early", 0) == 5, info["outcomes"]
         assert fallback["probes"] == 1 and fallback["judged"] == 2, fallback
         assert fallback["judgedAtAnswer"] == 2, fallback  # both answered early: weighed up to it
+        early = info["lastEarly"]  # what the last early answer waited for in the engine
+        assert early["seq"] == 5 and early["method"] == "fastcoder" and early["forwardSteps"] >= 1, early
+        assert 0 < early["engineMs"] and early["tokens"] >= early["forwardSteps"], early
     finally:
         await client.shutdown_session()
         await client.stop()
