@@ -144,6 +144,8 @@ class ServerMetrics:
                 "tokens": sum(st.accept_lengths) + st.forward_steps,  # the steps' (the prefill's one aside)
                 "draftMs": 1000.0 * (st.retrieval_s + st.tree_s),
                 "forwardMs": 1000.0 * st.forward_s,
+                "draftSizes": list(st.draft_sizes),  # per step, nodes verified
+                "acceptLengths": list(st.accept_lengths),  # per step, of them accepted
             }
 
     def to_json(self) -> dict[str, Any]:
