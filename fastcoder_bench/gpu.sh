@@ -17,6 +17,9 @@
 # REPLAY_ARGS, REPLAY_MIN_S, TESTS_S (the CUDA tests' seconds, 120; 0 skips them). Measured on an H200 (2026-11-26): 8 chunks of ~61 MiB, the
 # first 7 chunk calls ~5 s each after a 30 s start, the 8th carried by the run call; the run stage's setup (unpack, install, convert) 65 s, the CUDA
 # tests 100 s, the suite (ar,pld,fastcoder,hf-static, 20 tasks) ~170 s, a 2-file replay ~115 s.
+# On an H100 (2026-11-27): setup 79 s; the suite with hf-ar,hf-static,hf-pld too needed more than
+# 207 s (11 of 20 tasks; resume it with the same command); a 4-file replay (2 methods) 204 s. The
+# replay's default runs each method with arFallback on and off (`nofallback`): 2 files x 4 runs.
 set -uo pipefail
 stage=${1:-}; shift || true
 here=$(pwd)
@@ -77,7 +80,7 @@ run)
   t=$(( $(left) < ${TESTS_S:-120} ? $(left) : ${TESTS_S:-120} ))  # TESTS_S=0: no CUDA tests
   [ "$t" -gt 20 ] && timeout -s INT "$t" python3 -m pytest -q -p no:cacheprovider tests/test_static_verifier.py \
     tests/test_folded_attention.py > "$OUT/cuda-tests.log" 2>&1; tail -4 "$OUT/cuda-tests.log"
-  replay_min=${REPLAY_MIN_S:-170}
+  replay_min=${REPLAY_MIN_S:-215}
   t=$(( $(left) - replay_min - 90 ))  # 90 s kept for the probes after it
   if [ "$t" -gt 60 ]; then
     echo "suite: $t s"
@@ -102,7 +105,7 @@ run)
     echo "replay: $t s"
     # shellcheck disable=SC2086
     timeout -s INT "$t" python3 -m fastcoder_cli bench replay --device cuda --dtype bfloat16 --model "$name" --out /tmp/replay \
-      ${REPLAY_ARGS:---files 2 --max-keys 150 --methods ar,fastcoder} > "$OUT/replay.log" 2>&1
+      ${REPLAY_ARGS:---files 2 --max-keys 150 --methods ar,fastcoder --layouts default,nofallback} > "$OUT/replay.log" 2>&1
     echo "replay rc $?"; tail -16 "$OUT/replay.log"
     mv "$OUT/replay.log" /tmp/replay/ && tar -C /tmp/replay -czf "$OUT/replay.tgz" report.json report.md replay.log
   fi
