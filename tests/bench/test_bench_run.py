@@ -104,7 +104,7 @@ def test_report_schema_and_identity(bench_run: Path):
     assert report["dtype"] == "float32" and isinstance(report["model"], str)
     for k in ("cpu", "threads", "torch", "transformers"):
         assert k in report["machine"]
-    expected = {"ar", "pld", "rest", "fastcoder", "fastcoder-no-dr", "fastcoder-no-cache",
+    expected = {"ar", "pld", "rest", "fastcoder", "fastcoder-no-dr", "fastcoder-no-dc", "fastcoder-no-cache",
                 "fastcoder-no-skip", "fastcoder-no-context", "fastcoder-n2", "hf-ar", "hf-static", "hf-pld"}
     assert set(report["methods"]) == expected
     for name, m in report["methods"].items():
@@ -218,7 +218,7 @@ def test_offline_simulator_replays_the_run(bench_run: Path):
     report = json.loads((bench_run / "report.json").read_text())
     by = {(r["name"], r["budget"]): r for r in rows}
     assert ("fastcoder", "8") in by and ("fastcoder-no-cache", "adaptive") in by
-    for name in ("pld", "rest", "fastcoder", "fastcoder-no-dr", "fastcoder-no-context"):
+    for name in ("pld", "rest", "fastcoder", "fastcoder-no-dr", "fastcoder-no-dc", "fastcoder-no-context"):
         sim = by[(name, "adaptive")]
         real = report["methods"][name]
         # same drafters, same budget rule, same cost curve: the replay takes the same steps
@@ -238,3 +238,10 @@ def test_pass_at_1_check():
     task = load_humaneval()[0]
     assert passes(task.problem, task.reference)[0]
     assert not passes(task.problem, "    return None\n")[0]
+
+
+def test_the_no_dc_ablation_drafts_from_d_r_without_d_c():
+    from fastcoder_bench.suite.variants import make_variants
+
+    (v,) = make_variants(["fastcoder-no-dc"], ablate=False, max_new_tokens=8)
+    assert v.config.method == "fastcoder" and v.use_dr and not v.use_dc
