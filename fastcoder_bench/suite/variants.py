@@ -28,7 +28,7 @@ ABLATIONS: dict[str, tuple[str, dict]] = {
     # name: (what it removes, DecodeConfig changes); "no-dr" / "no-dc" drop D_r / D_c from the sources
     "fastcoder-no-dr": ("without D_r", {}),
     # D_c was ~60% of the suite's drafting time; on a GPU host, where drafting costs ~3x this
-    # CPU's, leaving it out is estimated to pay (draft_cost probe: 1.25x -> 1.64x AR at host
+    # CPU's, leaving it out is estimated to pay (draft_cost probe: 1.25-1.45x -> 1.64x AR at host
     # factor 3 with the H100's curve; 1.92x -> 1.88x with the CPU's): measure it on the GPU
     "fastcoder-no-dc": ("without D_c", {}),
     "fastcoder-no-cache": ("without the CACHE", {"use_cache": False}),
