@@ -26,6 +26,12 @@ SDPA's own ``enable_gqa=True`` also avoids the copy, but with a mask CUDA runs i
 math kernel (which expands K/V itself; transformers does not use it there either), and
 on the CPU it was no faster than the fold (slower in bf16 at 4 and 64..128 rows).
 
+Padding rows: a forward may pass ``fastcoder_query_rows=n`` (:data:`ROWS_KWARG`;
+transformers hands a model's extra forward keywords down to its attention function):
+only the first ``n`` query rows are computed, the others (rows that pad a verifier
+bucket) get zeros. No real row attends to a padding row (the tree mask), so nothing
+else changes; the verifier asks for it on eager steps only.
+
 Scope (anything else goes to transformers' ``sdpa_attention_forward`` unchanged):
 
 * no mask (prefill without a past: SDPA's causal kernel, which transformers already
@@ -53,6 +59,10 @@ log = logging.getLogger(__name__)
 NAME = "fastcoder_gqa"
 """The name the attention function is registered under (``config._attn_implementation``)."""
 
+ROWS_KWARG = "fastcoder_query_rows"
+"""A forward keyword: only the first this many query rows are real (the rest pad a
+bucket); attention computes those and gives the padding rows zeros."""
+
 _UNSUPPORTED_KWARGS = ("softcap", "s_aux", "sinks", "position_bias", "cache")
 
 # The folded mask of the forward in progress, per thread: (source mask, groups, folded,
@@ -62,34 +72,38 @@ _UNSUPPORTED_KWARGS = ("softcap", "s_aux", "sinks", "position_bias", "cache")
 _fold_cache = threading.local()
 
 
-def _fold_mask(module, mask: torch.Tensor, groups: int, heads: int, q_len: int) -> torch.Tensor | None:
+def _fold_mask(module, mask: torch.Tensor, groups: int, heads: int, q_len: int, real: int | None = None) -> torch.Tensor | None:
     """``mask`` (b, 1 | heads, q_len | 1, kv_len) as rows of the folded query
-    (b, 1 | kv_heads, groups * q_len | 1, kv_len), or None when the shape is not one
-    the fold knows."""
+    (b, 1 | kv_heads, groups * real | 1, kv_len) for its first ``real`` query rows
+    (default all), or None when the shape is not one the fold knows."""
     if mask.dim() != 4 or mask.shape[2] not in (1, q_len) or mask.shape[1] not in (1, heads):
         return None
+    real = q_len if real is None else real
     if mask.shape[2] == 1:  # one row for every query row: broadcasts as it is
         if mask.shape[1] == 1:
             return mask
         b, kv = mask.shape[0], mask.shape[-1]
-        return mask.reshape(b, heads // groups, groups, 1, kv).expand(-1, -1, -1, q_len, -1).reshape(b, heads // groups, groups * q_len, kv)
+        return mask.reshape(b, heads // groups, groups, 1, kv).expand(-1, -1, -1, real, -1).reshape(b, heads // groups, groups * real, kv)
     layer = getattr(module, "layer_idx", None)
     cacheable = isinstance(layer, int) and not torch.compiler.is_compiling()
     if cacheable:
         hit = getattr(_fold_cache, "entry", None)
         # layers run in increasing order: a layer index not above the cached one means
         # a new forward, whose mask may have been rewritten in place
-        if hit is not None and hit[0] is mask and hit[1] == groups and hit[3] < layer:
-            _fold_cache.entry = (mask, groups, hit[2], layer)
+        if hit is not None and hit[0] is mask and hit[1] == (groups, real) and hit[3] < layer:
+            _fold_cache.entry = (mask, (groups, real), hit[2], layer)
             return hit[2]
+    source = mask
+    if real < q_len:
+        mask = mask[:, :, :real]
     b, h, _, kv = mask.shape
     if h == 1:
-        folded = mask.unsqueeze(2).expand(b, 1, groups, q_len, kv).reshape(b, 1, groups * q_len, kv)
+        folded = mask.unsqueeze(2).expand(b, 1, groups, real, kv).reshape(b, 1, groups * real, kv)
     else:
-        folded = mask.reshape(b, h // groups, groups * q_len, kv)
+        folded = mask.reshape(b, h // groups, groups * real, kv)
     if cacheable:
         last = getattr(getattr(module, "config", None), "num_hidden_layers", None)
-        _fold_cache.entry = None if (last is not None and layer >= last - 1) else (mask, groups, folded, layer)
+        _fold_cache.entry = None if (last is not None and layer >= last - 1) else (source, (groups, real), folded, layer)
     return folded
 
 
@@ -110,6 +124,8 @@ def folded_gqa_attention_forward(
     b, heads, q_len, d = query.shape
     kv_heads = key.shape[1]
     folded = None
+    rows = kwargs.get(ROWS_KWARG)
+    real = q_len if rows is None else max(1, min(q_len, int(rows)))
     if (
         groups > 1
         and attention_mask is not None
@@ -119,7 +135,7 @@ def folded_gqa_attention_forward(
         and not kwargs.get("output_attentions", False)
         and all(kwargs.get(k) is None for k in _UNSUPPORTED_KWARGS)
     ):
-        folded = _fold_mask(module, attention_mask, groups, heads, q_len)
+        folded = _fold_mask(module, attention_mask, groups, heads, q_len, real)
     if folded is None:
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
@@ -127,13 +143,17 @@ def folded_gqa_attention_forward(
     # (b, kv_heads * groups, q_len, d) -> (b, kv_heads, groups * q_len, d): query heads
     # h = kv * groups + g use kv head kv (repeat_kv's order); a copy only if the query
     # is not laid out head-major (a few KB)
-    q = query.reshape(b, kv_heads, groups * q_len, d)
+    q = (query if real == q_len else query[:, :, :real]).reshape(b, kv_heads, groups * real, d)
     out = torch.nn.functional.scaled_dot_product_attention(
         q, key, value, attn_mask=folded, dropout_p=dropout if module.training else 0.0, scale=scaling
     )
-    # (b, kv_heads, groups * q_len, d_v) -> (b, heads, q_len, d_v) -> (b, q_len, heads, d_v)
-    out = out.reshape(out.shape[0], heads, q_len, value.shape[-1])
-    return out.transpose(1, 2).contiguous(), None
+    # (b, kv_heads, groups * real, d_v) -> (b, heads, real, d_v) -> (b, real, heads, d_v)
+    out = out.reshape(out.shape[0], heads, real, value.shape[-1]).transpose(1, 2)
+    if real == q_len:
+        return out.contiguous(), None
+    full = out.new_zeros(out.shape[0], q_len, heads, out.shape[-1])
+    full[:, :real] = out
+    return full, None
 
 
 AttentionInterface.register(NAME, folded_gqa_attention_forward)

@@ -44,7 +44,7 @@ from fastcoder.verifier import KVState, Verifier
 
 log = logging.getLogger(__name__)
 
-CURVE_VERSION = 5  # bump when the measurement changes, so old curves are re-measured
+CURVE_VERSION = 6  # bump when the measurement changes, so old curves are re-measured
 LENGTHS = (512, 2048)
 """Attended lengths (cached rows) the curve is measured at."""
 CONTENDED = 0.7

@@ -565,6 +565,8 @@ class Verifier:
             col = torch.arange(width, device=self.device)
             mask = torch.where(col.unsqueeze(0) <= slots.unsqueeze(1), 0.0, self._neg).to(self.dtype)
             kwargs["attention_mask"] = mask.view(1, 1, len(slots), width)
+            if pad and self.folded_attention:  # the padding row needs no attention
+                kwargs[attention.ROWS_KWARG] = end - start
             cache.view_len = width
         else:
             cache.view_len = end
@@ -617,12 +619,16 @@ class Verifier:
             reach = ((reach @ reach) > 0).to(torch.float32)
         return ids, past + depths, slots, reach > 0, past
 
-    def _forward(self, cache: StaticKV, b: int, width: int, fixed: bool) -> torch.Tensor:
+    def _forward(self, cache: StaticKV, b: int, width: int, fixed: bool, real: int | None = None) -> torch.Tensor:
         """Prepare + forward + argmax for bucket ``b`` attending the first ``width``
         cache rows (captured / compiled as a unit): returns the logits (b, vocab) and
         their argmax (b,). ``fixed``: nothing may depend on the host's idea of the past
         (graphs, compile): the mask is built on the device over the whole width; eager
-        steps pass width = past + b."""
+        steps pass width = past + b. ``real``: only the first this many rows are the
+        step's (the rest pad the bucket): with the folded attention the padding rows
+        beyond the next power of two skip attention (eager steps only: a fixed shape
+        cannot depend on it). At 2,048 cached rows on a 2-vCPU AMD EPYC (avx512_bf16,
+        Qwen2.5-Coder-0.5B bf16) an AR step (padded to 2 rows) 34.9 -> 33.4 ms."""
         ids, pos, slots, anc, past = self._prepare(b)
         cache.slots = slots
         cache.view_len = width
@@ -637,17 +643,26 @@ class Verifier:
         tree_ok = torch.gather(anc, 1, rel.clamp(0, b - 1).expand(b, width)) & in_tree
         allowed = (rel < 0) | tree_ok
         mask = torch.where(allowed, 0.0, self._neg).to(self.dtype)
+        rows = {}
+        if real is not None and self.folded_attention and not fixed:
+            # attention over the next power of two of rows: the row counts (buckets, and 1
+            # for AR) whose bits were checked equal; others can differ by an ulp in bf16
+            # (PyTorch's CPU attention blocks the folded rows: 5 rows of 8 did)
+            att = 1 << max(0, real - 1).bit_length()
+            if att < b:
+                rows[attention.ROWS_KWARG] = att
         out = self.model(
             input_ids=ids.view(1, b),
             position_ids=pos.view(1, b),
             attention_mask=mask.view(1, 1, b, width),
             use_cache=True,
             **{cache_kwarg(self.model): cache},
+            **rows,
         )
         logits = out.logits[0]
         return logits, self._greedy(logits)
 
-    def _run_step(self, cache: StaticKV, b: int, past_len: int):
+    def _run_step(self, cache: StaticKV, b: int, past_len: int, real: int | None = None):
         if self.use_graphs:
             w = self._width(cache, past_len + b)
             entry = cache.graphs.get((b, w))
@@ -659,7 +674,7 @@ class Verifier:
             if self._compiled is None:
                 self._compiled = torch.compile(self._forward, backend=self.compile, dynamic=False)
             return self._compiled(cache, b, cache.capacity, True)
-        return self._forward(cache, b, self._eager_width(cache, past_len + b), False)
+        return self._forward(cache, b, self._eager_width(cache, past_len + b), False, real)
 
     def graph_status(self) -> dict:
         """What the steps run as: ``mode`` (``cuda-graphs`` or ``eager``), the buckets
@@ -765,7 +780,7 @@ class Verifier:
         self._dev_in[: 3 * b].copy_(h[: 3 * b], non_blocking=True)
         self._dev_in[3 * b].copy_(h[3 * b], non_blocking=True)
         t1 = time.perf_counter()
-        logits, greedy_dev = self._run_step(cache, b, past)
+        logits, greedy_dev = self._run_step(cache, b, past, f + n + 1)
         # margins (when asked): on a GPU every row's, queued behind the step before the
         # one sync below (reading them later waits for nothing); on the CPU the emitted
         # rows' only, after the walk

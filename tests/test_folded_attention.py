@@ -231,12 +231,50 @@ def test_tree_steps_run_the_fold_and_never_expand_kv(pair, monkeypatch):
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
                         lambda q, k, v_, **kw: shapes.append((q.shape, k.shape)) or real(q, k, v_, **kw))
     kv_heads = folded.config.num_key_value_heads
-    for size in [0, 3, 7, 15, 31, 63, 127]:
+    groups = folded.config.num_attention_heads // kv_heads
+    for size in [0, 3, 7, 15, 31, 63, 127, 1, 5, 20]:
         shapes.clear()
         root = v.step(kv, root, random_tree(rng, size, vocab)).bonus
         assert len(shapes) == folded.config.num_hidden_layers
         assert all(q[1] == k[1] == kv_heads for q, k in shapes)  # K/V heads never expanded
+        # a tree smaller than its bucket: the padding rows beyond the next power of two
+        # skip attention
+        want = 1 << size.bit_length()
+        assert all(q[2] == groups * want for q, k in shapes), (size, shapes[0])
     assert not calls
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_padding_rows_skip_attention_and_change_no_real_row(dtype):
+    """``fastcoder_query_rows``: the first rows come out as with every row computed (to
+    1e-5; in bf16 bit for bit at the power-of-two counts the verifier asks for, which
+    batch-invariant steps rely on: SDPA's CPU kernel blocks the folded query rows, and
+    other counts can move an ulp), the padding rows as zeros; masks of every shape the
+    fold knows."""
+    torch.manual_seed(1)
+
+    class Module(torch.nn.Module):
+        num_key_value_groups = 7
+        is_causal = True
+
+    mod = Module().eval()
+    b, kvh, g, d, s, q_len = 1, 2, 7, 64, 600, 8
+    q = torch.randn(b, q_len, kvh * g, d, dtype=dtype).transpose(1, 2)
+    k, v = torch.randn(b, kvh, s, d, dtype=dtype), torch.randn(b, kvh, s, d, dtype=dtype)
+    allowed = torch.rand(b, 1, q_len, s) > 0.3
+    allowed[..., 0] = True
+    additive = torch.where(allowed, 0.0, torch.finfo(dtype).min).to(dtype)
+    per_head = torch.where(torch.rand(b, kvh * g, q_len, s) > 0.3, 0.0, torch.finfo(dtype).min).to(dtype)
+    for mask in (additive, per_head, additive[:, :, :1], per_head[:, :, :1]):
+        full, _ = folded_gqa_attention_forward(mod, q, k, v, mask, scaling=0.125)
+        for real in (1, 2, 5, q_len):
+            got, _ = folded_gqa_attention_forward(mod, q, k, v, mask, scaling=0.125, **{attention.ROWS_KWARG: real})
+            assert got.shape == full.shape and got.is_contiguous()
+            if dtype == torch.bfloat16 and real in (1, 2, 4):
+                assert torch.equal(got[:, :real], full[:, :real]), (real, mask.shape)
+            tol = TOL if dtype == torch.float32 else 1e-2
+            assert (got[:, :real].float() - full[:, :real].float()).abs().max() <= tol, (real, mask.shape)
+            assert not got[:, real:].any()
 
 
 def test_the_mask_fold_is_reused_within_one_forward_only():

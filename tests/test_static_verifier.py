@@ -135,7 +135,7 @@ def test_compiled_step_logits_equal_eager(tiny_tokenizer, backend):
 
     model = build_model("qwen2", len(tiny_tokenizer), seed=3)
     eager = Verifier(model)
-    eager._run_step = lambda cache, b, past: eager._forward(cache, b, cache.capacity, True)  # same fixed shapes
+    eager._run_step = lambda cache, b, past, real=None: eager._forward(cache, b, cache.capacity, True)  # same fixed shapes
     comp = Verifier(model, compile=backend)
     prompt = list(range(40, 75))
     kv_e, kv_c = KVState(), KVState()
