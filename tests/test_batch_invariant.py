@@ -65,8 +65,8 @@ def test_chains_prefill_and_ar_steps_give_the_same_bits(qwen_shaped, ctx):
     """AR's padded 1-row steps, then the same tokens verified as chains of 2, 3, 4, 5, 8,
     11 and 16 rows from the same cache (all but 4, 8 and 16 leave padding rows in their
     buckets; AR's and a 2-row chain's skip attention): every row's logits equal AR's bit
-    for bit; and a prefill of
-    the prompt plus those tokens leaves the very keys/values the steps wrote."""
+    for bit; and a prefill of the prompt plus those tokens leaves the very keys/values the
+    steps wrote."""
     rng = random.Random(ctx)
     v = Verifier(qwen_shaped)
     ids = [rng.randrange(4, 600) for _ in range(ctx)]
