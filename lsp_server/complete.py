@@ -212,10 +212,11 @@ class Completer:
         if (
             settings.reuse_suggestions and inflight is not None and inflight.shown and inflight.future is not None
             and not inflight.cancel.is_set() and inflight.key[-2:] == key[-2:]
-            and continues(ctx, inflight.ctx, inflight.shown)
+            and continues(ctx, inflight.ctx, inflight.partial or inflight.shown)
         ):  # fmt: skip
-            # the user took (part of) the first lines answered early while the block goes
-            # on: its end answers this state too, so wait for it instead of starting over
+            # the user took (part of) the first lines answered early, or typed on along the
+            # lines generated since (or past them), while the block goes on: its next lines
+            # or its end answer this state too, so wait for them instead of starting over
             joined = await self._join(inflight, ctx, t0, settings.early_answer_s)
             if joined is not None:
                 return joined
@@ -278,19 +279,28 @@ class Completer:
         return Outcome(text, ctx.mode, ("early" if early else "ok") if text else "empty", stats, seconds)
 
     async def _join(self, inflight: Inflight, ctx: CursorContext, t0: float, early_s: float | None) -> Outcome | None:
-        """Wait for a running block whose early answer ``ctx`` continues; its rest for
-        ``ctx``, or None (it was superseded or has nothing more: start a new one). After
-        ``early_s`` the whole lines it has generated beyond ``ctx`` answer at once (the
-        block goes on for the next request)."""
+        """Wait for a running block whose lines ``ctx`` continues (its early answer, the
+        whole lines generated since, or typed on past them); its rest for ``ctx``, or
+        None (it was superseded, its new lines left what was typed, or it has nothing
+        more: start a new one). After ``early_s`` the whole lines it has generated beyond
+        ``ctx`` answer at once (the block goes on for the next request). When the user
+        types on along the block meanwhile (``Inflight.moved``), this state is stale: an
+        empty answer at once, and the block goes on for the new state's request."""
         start = inflight.ctx
         inflight.waiters += 1
         try:
-            pending = {inflight.future, inflight.gone}
+            moved = inflight.moved  # resolved when the text moves on along the block's path
+            pending = {inflight.future, inflight.gone} | ({moved} if moved is not None else set())
             deadline = time.perf_counter() + (early_s or 0.0)
             while True:
                 left = deadline - time.perf_counter() if early_s is not None else None
                 done, _ = await asyncio.wait(pending, timeout=left if left is None or left > 0 else 0.05,
                                              return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+                if moved is not None and moved in done and not inflight.future.done():
+                    # the user typed on (along the block's lines): this state is stale, the
+                    # block goes on for the request of the new one
+                    self.metrics.outcome("joined_stale")
+                    return Outcome("", ctx.mode, "superseded", None, time.perf_counter() - t0)
                 if done:
                     break
                 if inflight.partial:
@@ -298,6 +308,8 @@ class Completer:
                     if rest is not None:
                         self.metrics.outcome("joined_block")
                         return Outcome(rest, ctx.mode, "early", None, time.perf_counter() - t0)
+                    if not continues(ctx, start, inflight.partial):
+                        return None  # the block's new lines left what was typed: start over
         finally:
             inflight.waiters -= 1
         fut = inflight.future
@@ -316,7 +328,8 @@ class Completer:
                background: bool = False) -> Inflight:  # fmt: skip
         """Loop thread: queue a generation for ``ctx`` on the model thread."""
         loop = asyncio.get_running_loop()
-        inflight = Inflight(key, early=loop.create_future(), gone=loop.create_future(), background=background, ctx=ctx)
+        inflight = Inflight(key, early=loop.create_future(), gone=loop.create_future(), background=background, ctx=ctx,
+                            moved=loop.create_future())  # fmt: skip
         inflight.submitted = time.perf_counter()
         docs = self._open_documents()
         inflight.future = self.host.submit(

@@ -39,6 +39,16 @@ def typed_through(last: Suggestion | None, ctx: CursorContext) -> str | None:
     return line if line.strip() else None
 
 
+def continues(ctx: CursorContext, start: CursorContext, text: str) -> bool:
+    """Whether ``ctx`` is ``start`` with text typed (or accepted) at its cursor that
+    agrees with ``text`` as far as both go: some or all of ``text``, or past it (a
+    generation still running may produce the rest); the text after the cursor as it was."""
+    if ctx.suffix != start.suffix or not ctx.prefix.startswith(start.prefix):
+        return False
+    typed = ctx.prefix[len(start.prefix) :]
+    return text.startswith(typed) or typed.startswith(text)
+
+
 def may_still_serve(text: str, start: CursorContext, output: str) -> bool:
     """Whether the document ``text`` may still be ``start`` with the start of ``output``
     typed (or accepted) at its cursor, auto-closed brackets and quotes right of it: the
@@ -62,13 +72,6 @@ def recall(answers: Answers, ctx: CursorContext) -> tuple[str, Suggestion] | Non
         if rest is not None:
             return rest, s
     return None
-
-
-def continues(ctx: CursorContext, start: CursorContext, text: str) -> bool:
-    """Whether ``ctx`` is ``start`` with (some or all of) ``text`` typed or accepted."""
-    if ctx.suffix != start.suffix or not ctx.prefix.startswith(start.prefix):
-        return False
-    return text.startswith(ctx.prefix[len(start.prefix) :])
 
 
 def state_key(ctx: CursorContext) -> tuple:

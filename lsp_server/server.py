@@ -204,13 +204,16 @@ def did_change(ls: FastCoderServer, params: types.DidChangeTextDocumentParams) -
         # the text moved on: the answer someone waits for would be stale; its waiters
         # are answered at once. A block that goes on after its early answer stays while
         # the user types along what it has generated (its lines may answer the next
-        # request) and stops the moment the text leaves that path, so its last forward
+        # request; the requests that joined it for an earlier state are answered at
+        # once) and stops the moment the text leaves that path, so its last forward
         # ends before the next request comes. (A suggestion prepared in the background
         # is left alone: the user may be accepting it; any request stops it.)
-        if inflight.waiters > 0 or (
-            inflight.shown is not None
-            and not may_still_serve(doc.source, inflight.ctx, inflight.partial or inflight.shown)
-        ):  # fmt: skip
+        if inflight.shown is not None:
+            if may_still_serve(doc.source, inflight.ctx, inflight.partial or inflight.shown):
+                inflight.release_joiners()
+            else:
+                inflight.supersede()
+        elif inflight.waiters > 0:
             inflight.supersede()
     ls.schedule_buffer(doc.uri)
 

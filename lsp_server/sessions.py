@@ -145,6 +145,10 @@ class Inflight:
     shown: str | None = None  # the first lines answered early (the generation goes on)
     partial: str | None = None  # all whole lines generated so far (after the early answer)
     submitted: float = 0.0  # perf_counter when it was queued on the model thread
+    # resolved when the text moves on along the block's path: the requests that joined
+    # the block so far are stale and answered at once; the block goes on (a fresh one
+    # takes its place for later joiners)
+    moved: "asyncio.Future[Any] | None" = None
 
     def supersede(self) -> None:
         """Loop thread: a newer state replaces this one; stop the engine, free the waiters."""
@@ -152,6 +156,17 @@ class Inflight:
         self.cancel.set()
         if self.gone is not None and not self.gone.done():
             self.gone.set_result(None)
+
+    def release_joiners(self) -> None:
+        """Loop thread: the text moved on along the path of this block's lines: answer
+        the requests waiting on it (for a state the user has left) at once, and keep the
+        block for the next request."""
+        if self.moved is None:
+            return
+        if self.moved.done():
+            return
+        old, self.moved = self.moved, self.moved.get_loop().create_future()
+        old.set_result(None)
 
 
 @dataclass

@@ -89,7 +89,9 @@ def test_after_accept_states_and_continues():
     assert [s.prefix for s in states] == ["def f():\n    x = 1\n    return x", "def f():\n    x = 1"]
     assert len(after_accept(ctx, "return 1")) == 1
     assert continues(CursorContext("def f():\n    x = ", "\n"), ctx, "x = 1\n")
+    assert continues(CursorContext("def f():\n    x = 1\n    ret", "\n"), ctx, "x = 1\n")  # past it
     assert not continues(CursorContext("def f():\n    y", "\n"), ctx, "x = 1\n")
+    assert not continues(CursorContext("def f():\n    x = ", ")\n"), ctx, "x = 1\n")  # a closer added after it
 
 
 def test_a_running_block_may_still_serve_text_typed_along_its_output():

@@ -1011,6 +1011,105 @@ async def test_taking_early_lines_joins_the_running_block(client: LanguageClient
                         timeBudgetMs=0)  # fmt: skip
 
 
+async def test_typing_into_a_joined_blocks_lines_keeps_the_block(client: LanguageClient, workspace):
+    """Tab on a block's early lines joins the block (its next lines answer); typing on
+    into those next lines, before the block has ended, is answered from the same block
+    (the rest of its lines), not by a new generation that stops it."""
+    uri = (workspace / "join-type.py").as_uri()
+    line = "def total(values):"
+    text = BODY.replace(line, line + "\n        ")
+    open_doc(client, uri, text)
+    pos = types.Position(line=_find(text, line).line + 1, character=8)
+    # psm: see the early-answer test
+    await configure(client, maxNewTokens=300, method="ar", earlyAnswerMs=0, promptLayout="psm", timeBudgetMs=0)
+    try:
+        first = await client.text_document_inline_completion_async(inline_params(uri, pos))
+        (item,) = first.items
+        shown = item.insert_text
+        change_doc(client, uri, 2, pos, shown)  # Tab on the early lines
+        lines = shown.split("\n")
+        after = types.Position(line=pos.line + len(lines) - 1,
+                               character=(pos.character if len(lines) == 1 else 0) + len(lines[-1]))  # fmt: skip
+        nxt = await client.text_document_inline_completion_async(inline_params(uri, after))
+        if not nxt.items or not nxt.items[0].insert_text.strip() or (await stats(client))["model"]["busy"] is None:
+            pytest.skip("the block ended before its next lines were taken: nothing left to type into")
+        more = nxt.items[0].insert_text
+        before = await stats(client)
+        typed = more[: max(1, len(more) // 2)]
+        if "\n" in typed:
+            typed = typed[: typed.index("\n") + 1]
+        change_doc(client, uri, 3, after, typed)  # typing on, into the joined lines
+        t_lines = typed.split("\n")
+        at = types.Position(line=after.line + len(t_lines) - 1,
+                            character=(after.character if len(t_lines) == 1 else 0) + len(t_lines[-1]))  # fmt: skip
+        third = await client.text_document_inline_completion_async(inline_params(uri, at))
+        now = await stats(client)
+        assert now["outcomes"].get("superseded", 0) == before["outcomes"].get("superseded", 0), now["outcomes"]
+        assert isinstance(third, types.InlineCompletionList)
+        if third.items:
+            assert more.startswith(typed) and (more[len(typed):].startswith(third.items[0].insert_text)
+                                               or third.items[0].insert_text.startswith(more[len(typed):]))  # fmt: skip
+    finally:
+        deadline = time.monotonic() + 120
+        while (await stats(client))["model"]["busy"] is not None and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        await configure(client, maxNewTokens=16, method="fastcoder", earlyAnswerMs=None, promptLayout="anchored",
+                        timeBudgetMs=0)  # fmt: skip
+
+
+async def test_a_keystroke_along_the_block_answers_its_joiner_and_keeps_the_block(client: LanguageClient, workspace):
+    """Tab on a block's early lines, then at once a keystroke along the block's own text
+    while the joined request may still wait: that request is answered (stale) and the
+    block goes on; the next request takes its lines. The block's whole text is learned
+    first from a twin document (greedy: the same text)."""
+    line = "def total(values):"
+    text = BODY.replace(line, line + "\n        ")
+    pos = types.Position(line=_find(text, line).line + 1, character=8)
+    twin, uri = (workspace / "twin-a.py").as_uri(), (workspace / "twin-b.py").as_uri()
+    # psm: see the early-answer test
+    await configure(client, maxNewTokens=300, method="ar", earlyAnswerMs=0, promptLayout="psm", timeBudgetMs=0)
+
+    async def idle() -> None:
+        deadline = time.monotonic() + 120
+        while (await stats(client))["model"]["busy"] is not None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+    try:
+        open_doc(client, twin, text)
+        await client.text_document_inline_completion_async(inline_params(twin, pos))
+        await idle()
+        (whole,) = (await client.text_document_inline_completion_async(inline_params(twin, pos))).items
+        full = whole.insert_text  # the very same state: the finished block's whole text
+        open_doc(client, uri, text)
+        (item,) = (await client.text_document_inline_completion_async(inline_params(uri, pos))).items
+        shown = item.insert_text
+        if not full.startswith(shown) or not full[len(shown):].strip():
+            pytest.skip("the block ended with its early lines: nothing to type along")
+        before = await stats(client)
+        change_doc(client, uri, 2, pos, shown)  # Tab on the early lines
+        lines = shown.split("\n")
+        after = types.Position(line=pos.line + len(lines) - 1,
+                               character=(pos.character if len(lines) == 1 else 0) + len(lines[-1]))  # fmt: skip
+        joined = asyncio.ensure_future(client.text_document_inline_completion_async(inline_params(uri, after)))
+        await asyncio.sleep(0)  # the request goes out before the keystroke
+        key = full[len(shown)]
+        change_doc(client, uri, 3, after, key)  # one keystroke along the block's text
+        at = (types.Position(line=after.line + 1, character=0) if key == "\n"
+              else types.Position(line=after.line, character=after.character + 1))  # fmt: skip
+        assert isinstance(await asyncio.wait_for(joined, 30), types.InlineCompletionList)  # answered, never left waiting
+        nxt = await client.text_document_inline_completion_async(inline_params(uri, at))
+        now = await stats(client)
+        assert now["outcomes"].get("superseded", 0) == before["outcomes"].get("superseded", 0), now["outcomes"]
+        assert now["outcomes"].get("suggestion", 0) == before["outcomes"].get("suggestion", 0), now["outcomes"]
+        if nxt.items and nxt.items[0].insert_text:
+            rest = full[len(shown) + 1 :]
+            assert rest.startswith(nxt.items[0].insert_text) or nxt.items[0].insert_text.startswith(rest.rstrip())
+    finally:
+        await idle()
+        await configure(client, maxNewTokens=16, method="fastcoder", earlyAnswerMs=None, promptLayout="anchored",
+                        timeBudgetMs=0)  # fmt: skip
+
+
 async def test_cross_file_context_reaches_the_prompt_within_max_prompt_tokens(client: LanguageClient, workspace):
     """A definition in another workspace file (written to disk after the server started:
     a watchdog event) goes into the prompt (before the document, or before the FIM
