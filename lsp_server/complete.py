@@ -219,6 +219,10 @@ class Completer:
             # or its end answer this state too, so wait for them instead of starting over
             joined = await self._join(inflight, ctx, t0, settings.early_answer_s)
             if joined is not None:
+                if joined.reason == "early" and joined.text.strip():
+                    # the block's lines so far, for this state: typing on along them is
+                    # answered from here (typed-through), the block goes on for what follows
+                    doc.answers.add(Suggestion(ctx.prefix, ctx.suffix, ctx.mode, joined.text))
                 return joined
             inflight = doc.inflight
         if inflight is None or inflight.key != key or inflight.cancel.is_set() or inflight.future is None:
@@ -294,6 +298,13 @@ class Completer:
             deadline = time.perf_counter() + (early_s or 0.0)
             while True:
                 left = deadline - time.perf_counter() if early_s is not None else None
+                if left is not None and left <= 0 and inflight.partial:  # its lines so far, at once
+                    rest = typed_through(Suggestion(start.prefix, start.suffix, start.mode, inflight.partial), ctx)
+                    if rest is not None:
+                        self.metrics.outcome("joined_block")
+                        return Outcome(rest, ctx.mode, "early", None, time.perf_counter() - t0)
+                    if not continues(ctx, start, inflight.partial):
+                        return None  # the block's new lines left what was typed: start over
                 done, _ = await asyncio.wait(pending, timeout=left if left is None or left > 0 else 0.05,
                                              return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
                 if moved is not None and moved in done and not inflight.future.done():
@@ -303,13 +314,6 @@ class Completer:
                     return Outcome("", ctx.mode, "superseded", None, time.perf_counter() - t0)
                 if done:
                     break
-                if inflight.partial:
-                    rest = typed_through(Suggestion(start.prefix, start.suffix, start.mode, inflight.partial), ctx)
-                    if rest is not None:
-                        self.metrics.outcome("joined_block")
-                        return Outcome(rest, ctx.mode, "early", None, time.perf_counter() - t0)
-                    if not continues(ctx, start, inflight.partial):
-                        return None  # the block's new lines left what was typed: start over
         finally:
             inflight.waiters -= 1
         fut = inflight.future
