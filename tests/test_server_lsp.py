@@ -414,6 +414,13 @@ async def _reset_after_block(client: LanguageClient) -> None:
                     timeBudgetMs=0, debounceMs=0)  # fmt: skip
 
 
+def _after(pos: types.Position, inserted: str) -> types.Position:
+    """Where the cursor is after ``inserted`` was typed (or accepted) at ``pos``."""
+    lines = inserted.split("\n")
+    return types.Position(line=pos.line + len(lines) - 1,
+                          character=(pos.character if len(lines) == 1 else 0) + len(lines[-1]))  # fmt: skip
+
+
 async def test_a_request_stops_the_older_generation_before_its_debounce_ends(client: LanguageClient, workspace):
     """A request supersedes what runs for an older state of its document when it
     arrives, not when its debounce ends: the older generation's last forward runs while
@@ -995,9 +1002,7 @@ async def test_taking_early_lines_joins_the_running_block(client: LanguageClient
         assert before["outcomes"].get("early", 0) == early + 1
         shown = item.insert_text
         change_doc(client, uri, 2, pos, shown)  # Tab on the early lines
-        lines = shown.split("\n")
-        after = types.Position(line=pos.line + len(lines) - 1,
-                               character=(pos.character if len(lines) == 1 else 0) + len(lines[-1]))  # fmt: skip
+        after = _after(pos, shown)
         nxt = await client.text_document_inline_completion_async(inline_params(uri, after))
         now = await stats(client)
         assert now["outcomes"].get("joined_block", 0) == before["outcomes"].get("joined_block", 0) + 1, now["outcomes"]
@@ -1016,20 +1021,10 @@ async def test_typing_into_a_joined_blocks_lines_keeps_the_block(client: Languag
     into those next lines, before the block has ended, is answered from the same block
     (the rest of its lines), not by a new generation that stops it."""
     uri = (workspace / "join-type.py").as_uri()
-    line = "def total(values):"
-    text = BODY.replace(line, line + "\n        ")
-    open_doc(client, uri, text)
-    pos = types.Position(line=_find(text, line).line + 1, character=8)
-    # psm: see the early-answer test
-    await configure(client, maxNewTokens=300, method="ar", earlyAnswerMs=0, promptLayout="psm", timeBudgetMs=0)
     try:
-        first = await client.text_document_inline_completion_async(inline_params(uri, pos))
-        (item,) = first.items
-        shown = item.insert_text
+        _text, pos, shown = await _early_block(client, uri)
         change_doc(client, uri, 2, pos, shown)  # Tab on the early lines
-        lines = shown.split("\n")
-        after = types.Position(line=pos.line + len(lines) - 1,
-                               character=(pos.character if len(lines) == 1 else 0) + len(lines[-1]))  # fmt: skip
+        after = _after(pos, shown)
         nxt = await client.text_document_inline_completion_async(inline_params(uri, after))
         if not nxt.items or not nxt.items[0].insert_text.strip() or (await stats(client))["model"]["busy"] is None:
             pytest.skip("the block ended before its next lines were taken: nothing left to type into")
@@ -1039,10 +1034,7 @@ async def test_typing_into_a_joined_blocks_lines_keeps_the_block(client: Languag
         if "\n" in typed:
             typed = typed[: typed.index("\n") + 1]
         change_doc(client, uri, 3, after, typed)  # typing on, into the joined lines
-        t_lines = typed.split("\n")
-        at = types.Position(line=after.line + len(t_lines) - 1,
-                            character=(after.character if len(t_lines) == 1 else 0) + len(t_lines[-1]))  # fmt: skip
-        third = await client.text_document_inline_completion_async(inline_params(uri, at))
+        third = await client.text_document_inline_completion_async(inline_params(uri, _after(after, typed)))
         now = await stats(client)
         assert now["outcomes"].get("superseded", 0) == before["outcomes"].get("superseded", 0), now["outcomes"]
         assert isinstance(third, types.InlineCompletionList)
@@ -1050,11 +1042,7 @@ async def test_typing_into_a_joined_blocks_lines_keeps_the_block(client: Languag
             assert more.startswith(typed) and (more[len(typed):].startswith(third.items[0].insert_text)
                                                or third.items[0].insert_text.startswith(more[len(typed):]))  # fmt: skip
     finally:
-        deadline = time.monotonic() + 120
-        while (await stats(client))["model"]["busy"] is not None and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
-        await configure(client, maxNewTokens=16, method="fastcoder", earlyAnswerMs=None, promptLayout="anchored",
-                        timeBudgetMs=0)  # fmt: skip
+        await _reset_after_block(client)
 
 
 async def test_a_keystroke_along_the_block_answers_its_joiner_and_keeps_the_block(client: LanguageClient, workspace):
@@ -1062,42 +1050,24 @@ async def test_a_keystroke_along_the_block_answers_its_joiner_and_keeps_the_bloc
     while the joined request may still wait: that request is answered (stale) and the
     block goes on; the next request takes its lines. The block's whole text is learned
     first from a twin document (greedy: the same text)."""
-    line = "def total(values):"
-    text = BODY.replace(line, line + "\n        ")
-    pos = types.Position(line=_find(text, line).line + 1, character=8)
     twin, uri = (workspace / "twin-a.py").as_uri(), (workspace / "twin-b.py").as_uri()
-    # psm: see the early-answer test
-    await configure(client, maxNewTokens=300, method="ar", earlyAnswerMs=0, promptLayout="psm", timeBudgetMs=0)
-
-    async def idle() -> None:
-        deadline = time.monotonic() + 120
-        while (await stats(client))["model"]["busy"] is not None and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-
     try:
-        open_doc(client, twin, text)
-        await client.text_document_inline_completion_async(inline_params(twin, pos))
-        await idle()
+        _text, pos, _shown = await _early_block(client, twin)
+        await _until_idle(client, 120)
         (whole,) = (await client.text_document_inline_completion_async(inline_params(twin, pos))).items
         full = whole.insert_text  # the very same state: the finished block's whole text
-        open_doc(client, uri, text)
-        (item,) = (await client.text_document_inline_completion_async(inline_params(uri, pos))).items
-        shown = item.insert_text
+        _text, pos, shown = await _early_block(client, uri)
         if not full.startswith(shown) or not full[len(shown):].strip():
             pytest.skip("the block ended with its early lines: nothing to type along")
         before = await stats(client)
         change_doc(client, uri, 2, pos, shown)  # Tab on the early lines
-        lines = shown.split("\n")
-        after = types.Position(line=pos.line + len(lines) - 1,
-                               character=(pos.character if len(lines) == 1 else 0) + len(lines[-1]))  # fmt: skip
+        after = _after(pos, shown)
         joined = asyncio.ensure_future(client.text_document_inline_completion_async(inline_params(uri, after)))
         await asyncio.sleep(0)  # the request goes out before the keystroke
         key = full[len(shown)]
         change_doc(client, uri, 3, after, key)  # one keystroke along the block's text
-        at = (types.Position(line=after.line + 1, character=0) if key == "\n"
-              else types.Position(line=after.line, character=after.character + 1))  # fmt: skip
         assert isinstance(await asyncio.wait_for(joined, 30), types.InlineCompletionList)  # answered, never left waiting
-        nxt = await client.text_document_inline_completion_async(inline_params(uri, at))
+        nxt = await client.text_document_inline_completion_async(inline_params(uri, _after(after, key)))
         now = await stats(client)
         assert now["outcomes"].get("superseded", 0) == before["outcomes"].get("superseded", 0), now["outcomes"]
         assert now["outcomes"].get("suggestion", 0) == before["outcomes"].get("suggestion", 0), now["outcomes"]
@@ -1105,9 +1075,7 @@ async def test_a_keystroke_along_the_block_answers_its_joiner_and_keeps_the_bloc
             rest = full[len(shown) + 1 :]
             assert rest.startswith(nxt.items[0].insert_text) or nxt.items[0].insert_text.startswith(rest.rstrip())
     finally:
-        await idle()
-        await configure(client, maxNewTokens=16, method="fastcoder", earlyAnswerMs=None, promptLayout="anchored",
-                        timeBudgetMs=0)  # fmt: skip
+        await _reset_after_block(client)
 
 
 async def test_cross_file_context_reaches_the_prompt_within_max_prompt_tokens(client: LanguageClient, workspace):
