@@ -160,10 +160,8 @@ class Inflight:
     def release_joiners(self) -> None:
         """Loop thread: the text moved on along the path of this block's lines: answer
         the requests waiting on it (for a state the user has left) at once, and keep the
-        block for the next request."""
-        if self.moved is None:
-            return
-        if self.moved.done():
+        block for the next request. (Nobody waiting: nothing to do, the future stays.)"""
+        if self.moved is None or self.waiters == 0:
             return
         old, self.moved = self.moved, self.moved.get_loop().create_future()
         old.set_result(None)
