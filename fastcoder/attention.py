@@ -160,6 +160,17 @@ AttentionInterface.register(NAME, folded_gqa_attention_forward)
 AttentionMaskInterface.register(NAME, sdpa_mask)  # 2D / no masks are built as for sdpa
 
 
+def groups(model: torch.nn.Module) -> int:
+    """Query heads per key/value head of ``model`` (1 without GQA or a config)."""
+    config = getattr(model, "config", None)
+    if config is None:
+        return 1
+    cfg = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    heads = getattr(cfg, "num_attention_heads", None) or 1
+    kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
+    return max(1, heads // kv_heads)
+
+
 def unsupported(model: torch.nn.Module) -> str | None:
     """Why ``model`` must keep its attention (None: the fold applies)."""
     config = getattr(model, "config", None)

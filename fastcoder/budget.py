@@ -1,7 +1,9 @@
 """Draft budget from the hardware: the cost of a whole step per bucket.
 
-The verifier pads every tree to a bucket of query rows (1, 4, 8, ..., 128; row 0 is
-the root), so a step costs the same for every tree size in one bucket. We measure the
+With graphs or a compiled step the verifier pads every tree to a bucket of query rows
+(1, 4, 8, ..., 128; row 0 is the root), so a step costs the same for every tree size in
+one bucket; eager steps run the rows they have (``Verifier.step_rows``), and their cost
+is taken as linear between the measured sizes (:attr:`CostCurve.padded` False). We measure the
 whole step per bucket (host buffers, the device-side mask, the forward, the one
 device->host copy, the acceptance walk and the KV compaction: ``Verifier.step``),
 once per model, device and dtype, cache it as JSON, and at each step keep the prefix
@@ -44,7 +46,7 @@ from fastcoder.verifier import KVState, Verifier
 
 log = logging.getLogger(__name__)
 
-CURVE_VERSION = 6  # bump when the measurement changes, so old curves are re-measured
+CURVE_VERSION = 7  # bump when the measurement changes, so old curves are re-measured
 LENGTHS = (512, 2048)
 """Attended lengths (cached rows) the curve is measured at."""
 CONTENDED = 0.7
@@ -56,7 +58,8 @@ its threads' wall time on the CPU (other processes took the rest)."""
 class CostCurve:
     """Measured whole-step time (seconds) per bucket: ``ks[j]`` is the most draft nodes
     bucket j holds (bucket rows - 1), ``seconds[j]`` its step time. c(k) is the time of
-    the smallest bucket holding k nodes (a step function)."""
+    the smallest bucket holding k nodes (a step function), or, for a verifier that does
+    not pad (``padded`` False), linear between the measured sizes."""
 
     ks: list[int]
     seconds: list[float]
@@ -64,6 +67,9 @@ class CostCurve:
     """The attended length ``seconds`` was measured at."""
     by_length: dict[int, list[float]] = field(default_factory=dict)
     """Step times per bucket at other attended lengths (measured)."""
+    padded: bool = True
+    """Steps run a whole bucket of rows (graphs, compiled steps); False: they run the rows
+    they have (eager), so a size between two measured ones costs in between."""
 
     def at(self, length: int) -> "CostCurve":
         """The curve for a step attending ``length`` cached rows: per bucket, linear in
@@ -74,29 +80,34 @@ class CostCurve:
             return self
         lens = sorted(table)
         if length <= lens[0]:
-            return CostCurve(self.ks, list(table[lens[0]]), lens[0])
+            return CostCurve(self.ks, list(table[lens[0]]), lens[0], padded=self.padded)
         i = next((i for i in range(1, len(lens)) if length <= lens[i]), len(lens) - 1)
         lo, hi = lens[i - 1], lens[i]
         f = (length - lo) / (hi - lo)
         seconds = [a + (max(0.0, b - a) if f > 1 else b - a) * f for a, b in zip(table[lo], table[hi])]
         for j in range(1, len(seconds)):  # non-decreasing in k, as measured
             seconds[j] = max(seconds[j], seconds[j - 1])
-        return CostCurve(self.ks, seconds, length)
+        return CostCurve(self.ks, seconds, length, padded=self.padded)
 
     def to_json(self) -> dict:
         return {"ks": list(self.ks), "seconds": [float(x) for x in self.seconds], "context_len": self.context_len,
-                "by_length": {str(n): [float(x) for x in v] for n, v in sorted(self.by_length.items())}}  # fmt: skip
+                "by_length": {str(n): [float(x) for x in v] for n, v in sorted(self.by_length.items())},
+                "padded": self.padded}  # fmt: skip
 
     @classmethod
     def from_json(cls, data: dict) -> "CostCurve":
-        """From :meth:`to_json` (or an older report's ``{"ks", "seconds"}``)."""
+        """From :meth:`to_json` (or an older report's ``{"ks", "seconds"}``: padded)."""
         return cls(list(data["ks"]), [float(x) for x in data["seconds"]], int(data.get("context_len", 512)),
-                   {int(n): [float(x) for x in v] for n, v in (data.get("by_length") or {}).items()})  # fmt: skip
+                   {int(n): [float(x) for x in v] for n, v in (data.get("by_length") or {}).items()},
+                   bool(data.get("padded", True)))  # fmt: skip
 
     def cost(self, k: int) -> float:
-        for kk, s in zip(self.ks, self.seconds):
+        for j, (kk, s) in enumerate(zip(self.ks, self.seconds)):
             if k <= kk:
-                return s
+                if self.padded or j == 0 or k == kk:
+                    return s
+                k0, s0 = self.ks[j - 1], self.seconds[j - 1]
+                return s0 + (s - s0) * (k - k0) / (kk - k0)
         slope = (self.seconds[-1] - self.seconds[-2]) / max(self.ks[-1] - self.ks[-2], 1)  # past the largest bucket
         return self.seconds[-1] + slope * (k - self.ks[-1])
 
@@ -107,12 +118,13 @@ class CostCurve:
         ``extra_rows``: rows the step holds besides the root and the nodes (the prompt
         tokens a generation's first step runs): they take bucket room and yield nothing.
         ``draft_s + per_node_s * k``: drafting time charged to a step of k nodes
-        (``per_node_s`` > 0: every size k is tried, not only each bucket's largest)."""
+        (``per_node_s`` > 0, or a curve that is not ``padded``: every size k is tried,
+        not only each bucket's largest)."""
         best_k, best_rate = 0, 1.0 / self.cost(extra_rows)  # k = 0: no tree, nothing drafted
         prefix = [0.0]
         for p in probs:
             prefix.append(prefix[-1] + p)
-        if per_node_s > 0:
+        if per_node_s > 0 or not self.padded:
             for k in range(1, len(probs) + 1):
                 rate = (1.0 + prefix[k]) / (self.cost(k + extra_rows) + draft_s + per_node_s * k)
                 if rate > best_rate:
@@ -349,15 +361,25 @@ class StepBudget:
             self.acceptance.observe(tree.depths, tree.parents, self._shares[: len(tree)], accepted)
 
 
+UNPADDED_POINTS = (5, 11)
+"""Tree sizes measured besides the buckets' for a verifier that runs the rows it has (6
+and 12 rows): on a 2-vCPU AMD EPYC at 2,048 cached rows a step of 5-6 rows cost 44 ms
+between 4 rows' 37 and 8 rows' 51, above the straight line between them."""
+
+
 def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5) -> CostCurve:
     """Time one whole verification step (``Verifier.step``) per bucket on a
-    ``context_len`` cache, with a full chain of bucket - 1 nodes.
+    ``context_len`` cache, with a full chain of bucket - 1 nodes (and of
+    UNPADDED_POINTS nodes where the verifier does not pad to buckets).
 
-    The buckets are interleaved over ``rounds`` rounds and each keeps its minimum: load
+    The sizes are interleaved over ``rounds`` rounds and each keeps its minimum: load
     from other processes only ever adds time, so the minimum is the least disturbed
     sample. The curve is then made non-decreasing (c(k) = max over j <= k of c(j)).
     """
+    padded = bool(getattr(verifier, "padded", True))
     ks = [b - 1 for b in verifier.buckets]
+    if not padded:
+        ks = sorted(set(ks) | {k for k in UNPADDED_POINTS if k < max(ks)})
     vocab = int(getattr(verifier.model.config, "vocab_size", 1000))
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(10, max(11, vocab - 10), (context_len + 1 + max(ks),), generator=gen).tolist()
@@ -376,7 +398,7 @@ def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5) -> Cost
             kv.truncate(base)  # roll back whatever the step kept
     for j in range(1, len(best)):  # non-decreasing: a lucky low sample at a large k must
         best[j] = max(best[j], best[j - 1])  # not make the smaller ks look as cheap
-    return CostCurve(ks, best, context_len)
+    return CostCurve(ks, best, context_len, padded=padded)
 
 
 def measure_lengths(verifier: Verifier, lengths: tuple[int, ...] = LENGTHS, rounds: int = 5) -> CostCurve:

@@ -6,8 +6,11 @@ first step may also carry *forced* rows: the few prompt tokens after ``root`` th
 cache does not hold yet (``step(..., forced=...)``), committed whatever the model says,
 with the tree below the last of them. One step:
 
-1. the tree is padded to a *bucket* of query rows (1, 4, 8, 16, 32, 64, 128); row 0 is
-   the root, rows 1..n the nodes, the rest padding that sees only itself;
+1. the rows: row 0 the root, rows 1..n the nodes; graphs and compiled steps pad them to
+   a *bucket* of query rows (1, 4, 8, 16, 32, 64, 128), eager steps run the rows they
+   have (:meth:`Verifier.step_rows`: batch-invariant ones at least 2, and a few more
+   where the attention kernel's last block of query rows would be tiny); padding rows
+   see only themselves;
 2. token ids, parent rows, depths and the past length go to the device in ONE copy into
    a preallocated buffer; on the device: positions ``past + depth``, cache positions
    ``past + row`` (where the rows' keys/values are written, in place) and the additive
@@ -47,13 +50,17 @@ Batch-invariant steps (``Verifier.invariant``; on by default on the CPU in bf16,
 eager; ``invariant=True`` asks for them in another dtype, unprobed there): a token's logits and keys/values come out bit for bit the same whether a
 1-row AR step, any tree bucket or a prefill chunk computed them, so FastCoder's bf16
 output is exactly AR's (in fp32 it always was, up to 1e-5 that never flipped a token).
-Two rules make it so on PyTorch's CPU kernels (``docs/bench/bf16-rows/probe.py``):
+Three rules make it so on PyTorch's CPU kernels (``docs/bench/bf16-rows/probe.py``):
 every forward has at least 2 query rows (oneDNN's packed bf16 matmul rounds a 1-row
 call differently from any 2..2,048-row call, which agree with each other row for
-row): an AR step is padded to 2 rows, a 1-token prefill chunk too; and every forward
+row): an AR step is padded to 2 rows, a 1-token prefill chunk too; every forward
 attends a width rounded up to WIDTH_ALIGN = 512 columns (SDPA's CPU kernel works in
 512-column blocks and a partial last block rounds by its length; extra, fully masked
-columns add exact zeros). Cost, measured on a 2-vCPU AMD EPYC with AVX512-BF16 (plain
+columns add exact zeros); and the attention's query rows never end in a block of 1-3
+rows (:func:`attention_rows`: the kernel cuts a head's query rows into blocks of 32,
+64 or 256 and computes a block of fewer than 4 rows with other rounding; chains of 5
+and 14 rows of Qwen2.5-Coder-0.5B, 35 and 98 folded rows, gave other bits than AR's on
+113 of 120 and 33 of 84 rows, every other length from 2 to 16 the same bits). Cost, measured on a 2-vCPU AMD EPYC with AVX512-BF16 (plain
 and invariant verifiers interleaved in one process): AR steps +4-11%, 16-row steps +0-9%
 (most where the width just passes a multiple of 512), a 1,900-token prefill +4%.
 The model is called through its public forward only: a 4D
@@ -101,12 +108,32 @@ WIDTH_ALIGN = 512
 rounded up to this many columns (the extra columns masked): the block size of PyTorch's
 CPU attention kernel, so a partial last block never differs in length between a row's
 AR step and its tree step."""
+ATTENTION_Q_BLOCKS = ((768, 256), (192, 64), (0, 32))
+"""PyTorch's CPU attention kernel (``aten/src/ATen/native/cpu/FlashAttentionKernel.cpp``):
+(at least this many query rows per head, query rows per block)."""
+MIN_Q_TAIL = 4
+"""The fewest query rows the kernel's last block may have for its rows to round as in any
+other block (1, 2 or 3 rows did not, in bf16 on a 2-vCPU AMD EPYC with AVX512-BF16)."""
 PREFILL_CHUNK_CPU = 128
 PREFILL_CHUNK_CUDA = 512
 """Prompt tokens per prefill forward. A superseded request's prefill stops at the next
 chunk boundary (on a 2-vCPU AMD EPYC in bf16, 116-130 tokens of Qwen2.5-Coder-0.5B
 took 0.5-0.6 s in the typing replay), and the chunks already done stay in the
 session's cache for the next prompt."""
+
+
+def attention_rows(rows: int, groups: int = 1) -> int:
+    """The fewest query rows >= ``rows`` whose attention rounds every row as any other
+    count does: ``groups * rows`` query rows per KV head (the folded attention puts a KV
+    head's ``groups`` query heads in rows) must not leave the kernel a last block of 1 to
+    MIN_Q_TAIL - 1 rows. The extra rows are padding (they see only themselves)."""
+    r = max(1, int(rows))
+    while True:
+        m = groups * r
+        block = next(size for least, size in ATTENTION_Q_BLOCKS if m >= least)
+        if not 0 < m % block < MIN_Q_TAIL:
+            return r
+        r += 1
 
 
 @functools.lru_cache(maxsize=None)
@@ -339,7 +366,11 @@ class Verifier:
         self.exact_paths = self.invariant
         # prompt tokens per prefill forward: a cancelled request stops within one chunk
         self.prefill_chunk = PREFILL_CHUNK_CUDA if self.device.type == "cuda" else PREFILL_CHUNK_CPU
-        bmax = self.buckets[-1]
+        # eager steps run the rows they have, graphs and compiled steps a bucket's (fixed
+        # shapes); query heads per KV head in the attention kernel's rows (attention_rows)
+        self.padded = self.use_graphs or bool(compile)
+        self._groups = attention.groups(model) if self.folded_attention else 1
+        bmax = self.buckets[-1] + MIN_Q_TAIL  # room for attention_rows' padding
         # the one host->device copy per step: ids | parent rows | depths | past
         pin = self.device.type == "cuda"
         self._host_in = torch.zeros(3 * bmax + 1, dtype=torch.long, pin_memory=pin)
@@ -370,6 +401,19 @@ class Verifier:
             if b >= rows:
                 return b
         raise ValueError(f"{rows} rows exceed the largest bucket {self.buckets[-1]}")
+
+    def step_rows(self, rows: int) -> int:
+        """Query rows a step of ``rows`` real rows runs: its bucket for graphs and compiled
+        steps (fixed shapes); eager, the rows themselves, batch-invariant ones at least 2
+        (a 1-row matmul rounds differently) and padded by :func:`attention_rows`. At 2,048
+        cached rows on a 2-vCPU AMD EPYC (avx512_bf16, Qwen2.5-Coder-0.5B bf16) a step of
+        5 rows costs what 5 rows cost, not a bucket of 8 (docs/BENCHMARKS.md)."""
+        bucket = self.bucket(rows)  # raises past the largest bucket
+        if self.padded:
+            return bucket
+        if not self.invariant:
+            return rows
+        return attention_rows(max(2, rows), self._groups)
 
     # ---------------------------------------------------------------- cache
     def _ensure(self, kv: KVState, common: int, needed: int) -> None:
@@ -553,10 +597,11 @@ class Verifier:
         length (or, with no past, lets SDPA run its causal kernel without a mask).
         ``invariant``: the chunk is computed as the steps compute their rows: at least 2
         query rows (a 1-token chunk gets a padding row, written past the held rows and
-        overwritten later), our own additive causal mask over a width rounded up to
+        overwritten later; so does a chunk whose attention would end in a tiny block,
+        :func:`attention_rows`), our own additive causal mask over a width rounded up to
         WIDTH_ALIGN, and the head over the last 2 rows."""
         last = end == len(ids)
-        pad = 1 if self.invariant and end - start == 1 else 0
+        pad = attention_rows(max(2, end - start), self._groups) - (end - start) if self.invariant else 0
         slots = torch.arange(start, end + pad, device=self.device)
         cache.slots = slots
         kwargs = {}
@@ -565,14 +610,15 @@ class Verifier:
             col = torch.arange(width, device=self.device)
             mask = torch.where(col.unsqueeze(0) <= slots.unsqueeze(1), 0.0, self._neg).to(self.dtype)
             kwargs["attention_mask"] = mask.view(1, 1, len(slots), width)
-            if pad and self.folded_attention:  # the padding row needs no attention
-                kwargs[attention.ROWS_KWARG] = end - start
+            att = attention_rows(end - start, self._groups)
+            if att < end - start + pad and self.folded_attention:  # a 1-token chunk's padding row needs no attention
+                kwargs[attention.ROWS_KWARG] = att
             cache.view_len = width
         else:
             cache.view_len = end
         model = self.model if last else self.model.base_model
         if last:
-            kwargs["logits_to_keep"] = 2 if self.invariant else 1
+            kwargs["logits_to_keep"] = max(2, pad + 1) if self.invariant else 1  # the last real row's and the padding's
         out = model(
             input_ids=torch.tensor([ids[start:end] + [0] * pad], dtype=torch.long, device=self.device),
             position_ids=slots.unsqueeze(0),
@@ -620,15 +666,16 @@ class Verifier:
         return ids, past + depths, slots, reach > 0, past
 
     def _forward(self, cache: StaticKV, b: int, width: int, fixed: bool, real: int | None = None) -> torch.Tensor:
-        """Prepare + forward + argmax for bucket ``b`` attending the first ``width``
-        cache rows (captured / compiled as a unit): returns the logits (b, vocab) and
-        their argmax (b,). ``fixed``: nothing may depend on the host's idea of the past
-        (graphs, compile): the mask is built on the device over the whole width; eager
-        steps pass width = past + b. ``real``: only the first this many rows are the
-        step's (the rest pad the bucket): with the folded attention the padding rows
-        beyond the next power of two skip attention (eager steps only: a fixed shape
-        cannot depend on it). At 2,048 cached rows on a 2-vCPU AMD EPYC (avx512_bf16,
-        Qwen2.5-Coder-0.5B bf16) an AR step (padded to 2 rows) 34.9 -> 33.4 ms."""
+        """Prepare + forward + argmax for ``b`` query rows (a bucket, or an eager step's
+        :meth:`step_rows`) attending the first ``width`` cache rows (captured / compiled
+        as a unit): returns the logits (b, vocab) and their argmax (b,). ``fixed``:
+        nothing may depend on the host's idea of the past (graphs, compile): the mask is
+        built on the device over the whole width; eager steps pass width = past + b.
+        ``real``: only the first this many rows are the step's (the rest pad): with the
+        folded attention the padding rows past :func:`attention_rows` skip attention
+        (eager steps only: a fixed shape cannot depend on it). At 2,048 cached rows on a
+        2-vCPU AMD EPYC (avx512_bf16, Qwen2.5-Coder-0.5B bf16) an AR step (padded to 2
+        rows) 34.9 -> 33.4 ms."""
         ids, pos, slots, anc, past = self._prepare(b)
         cache.slots = slots
         cache.view_len = width
@@ -645,10 +692,9 @@ class Verifier:
         mask = torch.where(allowed, 0.0, self._neg).to(self.dtype)
         rows = {}
         if real is not None and self.folded_attention and not fixed:
-            # attention over the next power of two of rows: the row counts (buckets, and 1
-            # for AR) whose bits were checked equal; others can differ by an ulp in bf16
-            # (PyTorch's CPU attention blocks the folded rows: 5 rows of 8 did)
-            att = 1 << max(0, real - 1).bit_length()
+            # the real rows, padded where the kernel's last block of query rows would be
+            # tiny (its bits differ there; AR's 1 row is 1 token's folded rows)
+            att = attention_rows(real, self._groups)
             if att < b:
                 rows[attention.ROWS_KWARG] = att
         out = self.model(
@@ -757,9 +803,7 @@ class Verifier:
         past = len(kv.ids)
         f = len(forced)  # rows 1..f: the forced chain; rows f+1..f+n: the tree's nodes
         n = len(tree)
-        b = self.bucket(f + n + 1)
-        if b == 1 and self.invariant:  # a 1-row matmul rounds differently from 2..2,048 rows
-            b = 2
+        b = self.step_rows(f + n + 1)
         if past + b > cache.capacity:
             self._ensure(kv, past, past + b + DEFAULT_RESERVE)
             cache = kv.cache

@@ -136,6 +136,7 @@ def test_compiled_step_logits_equal_eager(tiny_tokenizer, backend):
     model = build_model("qwen2", len(tiny_tokenizer), seed=3)
     eager = Verifier(model)
     eager._run_step = lambda cache, b, past, real=None: eager._forward(cache, b, cache.capacity, True)  # same fixed shapes
+    eager.padded = True  # and the same buckets
     comp = Verifier(model, compile=backend)
     prompt = list(range(40, 75))
     kv_e, kv_c = KVState(), KVState()
@@ -220,13 +221,49 @@ def test_budget_picks_the_bucket_with_the_best_expected_rate():
     assert curve.best_size([0.15, 0.1, 0.05], draft_s=0.2) == 0
 
 
+def test_budget_on_unpadded_steps_weighs_every_size():
+    """Eager steps run the rows they have: c(k) is linear between the measured sizes and
+    every tree size is weighed, not only each bucket's largest."""
+    from fastcoder.budget import CostCurve
+
+    curve = CostCurve([0, 3, 7, 15], [1.0, 1.1, 1.3, 2.0], padded=False)
+    assert curve.cost(0) == 1.0 and curve.cost(3) == 1.1 and curve.cost(5) == pytest.approx(1.2)
+    assert curve.cost(11) == pytest.approx(1.65) and curve.cost(2) == pytest.approx(1.1 - 0.1 / 3)
+    # five sure nodes then weak ones: 6 / 1.2 beats bucket 4's 4 / 1.1 and bucket 8's ~6.2 / 1.3
+    probs = [0.95, 0.95, 0.95, 0.95, 0.95, 0.1, 0.1, 0.05]
+    assert curve.best_size(probs) == 5
+    assert CostCurve([0, 3, 7, 15], [1.0, 1.1, 1.3, 2.0]).best_size(probs) == 7  # padded: a whole bucket
+    assert CostCurve.from_json(curve.to_json()) == curve
+    assert CostCurve.from_json({"ks": [0, 3], "seconds": [1.0, 1.1]}).padded  # older curves: buckets
+    assert not curve.at(2048).padded
+
+
+def test_eager_steps_run_their_rows_and_graphs_a_bucket(tiny_model):
+    """``step_rows``: eager fp32 steps run exactly their rows; bf16 batch-invariant ones at
+    least 2 and never a tiny last attention block (5 rows of 7 folded heads: 35 = 32 + 3,
+    so 6); fixed shapes (graphs, a compiled step) a whole bucket."""
+    from fastcoder.verifier import attention_rows
+
+    v = Verifier(tiny_model)
+    assert not v.padded and [v.step_rows(r) for r in (1, 2, 5, 9, 128)] == [1, 2, 5, 9, 128]
+    with pytest.raises(ValueError):
+        v.step_rows(129)
+    v.padded = True  # what graphs and compiled steps run
+    assert [v.step_rows(r) for r in (1, 2, 5, 9)] == [1, 4, 8, 16]
+    assert [attention_rows(r, 7) for r in (1, 2, 4, 5, 6, 13, 14, 16, 23, 37)] == [1, 2, 4, 6, 6, 13, 15, 16, 24, 38]
+    assert [attention_rows(r, 1) for r in (1, 3, 4, 32, 33, 64, 65)] == [4, 4, 4, 32, 36, 64, 68]
+    assert attention_rows(110, 7) == 111  # 770 rows: blocks of 256, 2 left over
+
+
 def test_cost_curve_measures_whole_steps_per_bucket(tiny_model):
     from fastcoder.budget import measure
 
     v = Verifier(tiny_model, buckets=(1, 4, 8))
     curve = measure(v, context_len=32, rounds=1)
-    assert curve.ks == [0, 3, 7]
+    assert curve.ks == [0, 3, 5, 7] and not curve.padded  # eager: a size between the buckets too
     assert all(s > 0 for s in curve.seconds) and curve.seconds == sorted(curve.seconds)
+    v.padded = True
+    assert measure(v, context_len=32, rounds=1).ks == [0, 3, 7]
     # at each attended length the model's positions allow (4,096 here: not 5,000)
     from fastcoder.budget import measure_lengths
 
