@@ -9,7 +9,10 @@ device->host copy, the acceptance walk and the KV compaction: ``Verifier.step``)
 once per model, device and dtype, cache it as JSON, and at each step keep the prefix
 of the best-first draft that maximises expected tokens per second::
 
-    rate(k) = (1 + sum_{i<k} P_i) / (c(bucket(k + 1)) + draft_s)
+    rate(k) = (1 + sum_{i<k} P_i) / (c(k) + draft_s)
+
+(c(k): the step time of k nodes, i.e. of the bucket holding k + 1 rows where steps are
+padded)
 
 where P_i is the chance that the path to node i is accepted and ``draft_s`` is an
 optional drafting cost per step (the decode loop passes none to the trim). What the

@@ -91,7 +91,8 @@ from fastcoder.trie import DraftTree
 log = logging.getLogger(__name__)
 
 BUCKETS = (1, 4, 8, 16, 32, 64, 128)
-"""Query-row sizes a step is padded to (row 0 is the root): at most 127 draft nodes."""
+"""Query-row sizes a graph or compiled step is padded to (row 0 is the root; eager steps
+run their own rows, :meth:`Verifier.step_rows`): at most 127 draft nodes."""
 CAPACITY_STEP = 512
 """Static caches are sized in multiples of this many tokens."""
 DEFAULT_RESERVE = 512

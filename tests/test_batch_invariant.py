@@ -172,3 +172,31 @@ def test_branching_tree_rows_are_ar_up_to_rounding(qwen_shaped):
             checked += 1
     assert checked == 5 * (depth + 1)
     assert worst <= 4, f"tree rows differ from AR's by {worst:.1f} bf16 ulps"
+
+
+def test_prefill_chunks_padded_for_the_attention_kernel_give_their_own_logits(tiny_tokenizer):
+    """Without GQA (1 query head per KV head: no fold) a batch-invariant 1-token prefill
+    chunk runs 4 rows and a 33-token one 36 (``attention_rows``: a last block of 1-3 query
+    rows rounds differently); the padding rows come after the real ones, and the logits
+    returned are the last real row's: the same (to bf16 rounding) as a prefill of the whole
+    prompt at once, with the same greedy token, and the keys/values are that prefill's."""
+    torch.manual_seed(0)
+    cfg = Qwen2Config(vocab_size=len(tiny_tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=4096,
+                      eos_token_id=0, bos_token_id=0, pad_token_id=0)  # fmt: skip
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16, attn_implementation="sdpa").eval()
+    v = Verifier(model)
+    assert v.invariant and not v.folded_attention and [v.step_rows(r) for r in (1, 2, 5, 33)] == [4, 4, 5, 36]
+    rng = random.Random(3)
+    ids = [rng.randrange(4, 600) for _ in range(300)]
+    whole = KVState()
+    want_tok, _, _ = v.prefill(whole, ids, reserve=64)
+    want = v.last_logits[0].float()
+    for head, grows in ((299, 1), (267, 33)):
+        kv = KVState()
+        v.prefill(kv, ids[:head], reserve=64)
+        tok, n, _ = v.prefill(kv, ids, reserve=64)
+        got = v.last_logits[0].float()
+        assert n == grows and tok == want_tok == int(got.argmax())
+        assert (got - want).abs().max() <= 0.05 * want.abs().max(), grows
+        assert torch.equal(kv.cache.buf[..., :300, :], whole.cache.buf[..., :300, :]), grows
