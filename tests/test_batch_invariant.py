@@ -24,6 +24,7 @@ from fastcoder.engine import Engine
 from fastcoder.ngram import NgramIndex
 from fastcoder.trie import DraftTree
 from fastcoder.verifier import KVState, Verifier
+from fastcoder_bench.probes.ar_reference import ar_logits
 
 CONTEXTS = (300, 505, 1000)
 N_AR = 24
@@ -50,14 +51,7 @@ def test_bf16_cpu_verifier_is_invariant_by_default(qwen_shaped, tiny_model):
 
 
 def _ar(v: Verifier, ids: list[int]):
-    kv = KVState()
-    first, _, _ = v.prefill(kv, ids, reserve=64)
-    toks, logits = [first], []
-    for _ in range(N_AR):
-        r = v.step(kv, toks[-1], DraftTree())
-        logits.append(v.last_logits[0].clone())
-        toks.append(r.bonus)
-    return kv, toks, logits
+    return ar_logits(v, ids, N_AR, reserve=64)
 
 
 @pytest.mark.parametrize("ctx", CONTEXTS)

@@ -25,6 +25,7 @@ def chains_vs_ar(invariant: bool) -> None:
     from fastcoder.models import load_model
     from fastcoder.trie import DraftTree
     from fastcoder.verifier import KVState, Verifier
+    from fastcoder_bench.probes.ar_reference import ar_logits
 
     loaded = load_model("qwen2.5-coder-0.5b", dtype="bfloat16", device="cpu", pack="on", progress=False)
     src = Path(__file__).resolve().parents[3].joinpath("fastcoder", "decode.py").read_text()
@@ -32,13 +33,8 @@ def chains_vs_ar(invariant: bool) -> None:
     rows = bad = bad_argmax = kv_rows = 0
     for ctx in (300, 505, 777, 1020, 1500):
         ids = loaded.tokenizer(src)["input_ids"][:ctx]
-        kv = KVState()
-        first, _, _ = v.prefill(kv, ids, reserve=256)
-        toks, ref = [first], []
-        for _ in range(40):
-            r = v.step(kv, toks[-1], DraftTree())
-            ref.append(v.last_logits[0].float().clone())
-            toks.append(r.bonus)
+        kv, toks, ref = ar_logits(v, ids, 40)
+        ref = [r.float() for r in ref]
         stepped = kv.cache.buf[..., : ctx + 40, :].clone()
         fresh = KVState()
         v.prefill(fresh, ids + toks[:40], reserve=256)

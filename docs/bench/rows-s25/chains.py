@@ -23,7 +23,8 @@ import torch
 import fastcoder.verifier as verifier_module
 from fastcoder.models import load_model
 from fastcoder.trie import DraftTree
-from fastcoder.verifier import KVState, Verifier
+from fastcoder.verifier import Verifier
+from fastcoder_bench.probes.ar_reference import ar_logits
 
 
 def main() -> None:
@@ -42,13 +43,7 @@ def main() -> None:
     totals: dict[int, list[int]] = {}
     for ctx in (300, 777, 1500):
         ids = loaded.tokenizer(src)["input_ids"][:ctx]
-        kv = KVState()
-        first, _, _ = v.prefill(kv, ids, reserve=256)
-        toks, ref = [first], []
-        for _ in range(40):
-            r = v.step(kv, toks[-1], DraftTree())
-            ref.append(v.last_logits[0].float().clone())
-            toks.append(r.bonus)
+        kv, toks, ref = ar_logits(v, ids, 40)
         for b in lengths:
             kv.ids = list(ids)
             kv.cache.length = ctx
@@ -58,7 +53,7 @@ def main() -> None:
                 t = totals.setdefault(b, [0, 0])
                 for j in range(b):
                     t[0] += 1
-                    t[1] += not torch.equal(v.last_logits[j].float(), ref[pos + j])
+                    t[1] += not torch.equal(v.last_logits[j], ref[pos + j])
                 kv.ids = list(ids) + toks[: pos + b]  # the chain's rows hold these tokens' keys/values
                 kv.cache.length = len(kv.ids)
                 pos += b
