@@ -407,8 +407,8 @@ class Verifier:
         """Query rows a step of ``rows`` real rows runs: its bucket for graphs and compiled
         steps (fixed shapes); eager, the rows themselves, batch-invariant ones at least 2
         (a 1-row matmul rounds differently) and padded by :func:`attention_rows`. At 2,048
-        cached rows on a 2-vCPU AMD EPYC (avx512_bf16, Qwen2.5-Coder-0.5B bf16) a step of
-        5 rows costs what 5 rows cost, not a bucket of 8 (docs/BENCHMARKS.md)."""
+        cached rows on a 2-vCPU AMD EPYC (avx512_bf16, Qwen2.5-Coder-0.5B bf16) a 9-row
+        step took 52 ms instead of the 16-row bucket's 73 (docs/BENCHMARKS.md)."""
         bucket = self.bucket(rows)  # raises past the largest bucket
         if self.padded:
             return bucket
