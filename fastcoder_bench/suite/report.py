@@ -377,6 +377,9 @@ def to_markdown(report: dict[str, Any], plots: Sequence[str] = ()) -> str:
     buckets = sorted({int(b) for m in methods.values() for b in m.get("step_ms_by_bucket", {})})
     if buckets:
         lines += ["", "## Whole-step time per bucket (query rows; ms per step, steps)", "",
+                  "A column holds the steps whose real rows (root, nodes, prompt rows) fit that bucket and "
+                  "not the one before (4: 2-4 rows, 8: 5-8, ...): graphs and compiled steps run the whole "
+                  "bucket, eager ones their own rows.", "",
                   "| method | " + " | ".join(str(b) for b in buckets) + " |", "|---|" + "---:|" * len(buckets)]
         for name, m in methods.items():
             bb = m.get("step_ms_by_bucket", {})
