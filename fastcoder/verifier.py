@@ -60,7 +60,8 @@ columns add exact zeros); and the attention's query rows never end in a block of
 rows (:func:`attention_rows`: the kernel cuts a head's query rows into blocks of 32,
 64 or 256 and computes a block of fewer than 4 rows with other rounding; chains of 5
 and 14 rows of Qwen2.5-Coder-0.5B, 35 and 98 folded rows, gave other bits than AR's on
-113 of 120 and 33 of 84 rows, every other length from 2 to 16 the same bits). Cost, measured on a 2-vCPU AMD EPYC with AVX512-BF16 (plain
+113 of 120 and 33 of 84 rows, every other length from 2 to 16 the same bits; SmolLM2-135M's
+AR step, 3 folded rows, differed from every chain until its AR step attended 2 rows). Cost, measured on a 2-vCPU AMD EPYC with AVX512-BF16 (plain
 and invariant verifiers interleaved in one process): AR steps +4-11%, 16-row steps +0-9%
 (most where the width just passes a multiple of 512), a 1,900-token prefill +4%.
 The model is called through its public forward only: a 4D

@@ -295,20 +295,24 @@ def test_the_mask_fold_is_reused_within_one_forward_only():
     assert _fold_mask(Layer(1), mask.clone(), 2, 4, 3) is not again  # another mask object
 
 
-def test_the_rows_the_verifier_attends_give_each_token_ar_bits_in_bf16():
+@pytest.mark.parametrize("groups", [7, 3])
+def test_the_rows_the_verifier_attends_give_each_token_ar_bits_in_bf16(groups):
     """What batch-invariant steps rely on, at the kernel: a token's attention output in a
-    step of ``attention_rows(n)`` rows (Qwen2.5-Coder-0.5B's 7 query heads per KV head,
-    folded) is bit for bit its output in an AR step (one token, 7 folded rows). SDPA's
-    CPU kernel cuts the folded rows into blocks of 32 and computes a last block of 1-3
-    rows with other rounding: on a 2-vCPU AMD EPYC (avx512_bf16) 5 and 14 rows as they
-    are (35 and 98 folded rows) differed here in 3-4 elements over 20 draws; where the
-    CPU's kernel has no such block, this passes either way. Keys with a dominant first
-    column, as real attention's sink."""
+    step of ``attention_rows(n)`` rows (folded: ``groups`` query heads per KV head, 7 for
+    Qwen2.5-Coder-0.5B, 3 for SmolLM2-135M) is bit for bit its output in an AR step (2
+    rows, the first ``attention_rows(1)`` attended). SDPA's CPU kernel cuts the folded rows
+    into blocks of 32 and computes a last block of 1-3 rows with other rounding: on a
+    2-vCPU AMD EPYC (avx512_bf16) 5 and 14 rows of Qwen's as they are (35 and 98 folded
+    rows) differed here in 3-4 elements over 20 draws, and SmolLM2's AR step attending its
+    one row (3 folded rows) differed from every chain on the real model; where the CPU's
+    kernel has no such block, this passes either way. Keys with a dominant first column,
+    as real attention's sink."""
 
     class Module(torch.nn.Module):
-        num_key_value_groups = 7
+        num_key_value_groups = groups
 
     mod, width, differ = Module().eval(), 1024, []
+    ar_rows = {attention.ROWS_KWARG: attention_rows(1, groups)}
     for trial in range(60):
         g = torch.Generator().manual_seed(trial)
         k = torch.randn(1, 2, width, 64, generator=g)
@@ -316,14 +320,13 @@ def test_the_rows_the_verifier_attends_give_each_token_ar_bits_in_bf16():
         k = (2 * k).to(torch.bfloat16)
         v = torch.randn(1, 2, width, 64, generator=g).to(torch.bfloat16)
         for n in range(1, 25):
-            rows = attention_rows(n, 7)
-            q = (2 * torch.randn(1, rows, 14, 64, generator=g)).to(torch.bfloat16).transpose(1, 2)
+            rows = attention_rows(n, groups)
+            q = (2 * torch.randn(1, rows, 2 * groups, 64, generator=g)).to(torch.bfloat16).transpose(1, 2)
             mask = torch.zeros(1, 1, rows, width, dtype=torch.bfloat16)
             step, _ = folded_gqa_attention_forward(mod, q, k, v, mask, scaling=0.125)
             for t in range(n):
-                ar_q = torch.cat([q[:, :, t : t + 1], q[:, :, t : t + 1]], dim=2)  # AR: 2 rows, 1 attended
-                ar, _ = folded_gqa_attention_forward(mod, ar_q, k, v, mask[:, :, :2], scaling=0.125,
-                                                     **{attention.ROWS_KWARG: 1})  # fmt: skip
+                ar_q = torch.cat([q[:, :, t : t + 1], q[:, :, t : t + 1]], dim=2)  # AR: 2 rows
+                ar, _ = folded_gqa_attention_forward(mod, ar_q, k, v, mask[:, :, :2], scaling=0.125, **ar_rows)
                 if not torch.equal(ar[:, 0], step[:, t]):
                     differ.append((trial, n, t))
     assert not differ, differ[:5]
