@@ -30,7 +30,12 @@ early is judged up to that answer, what the user waited for: the lines it genera
 it are mostly never shown, and counted whole they hid a drafter that was slower to the
 answer (an H100's typing replay, 2026-11-27: FastCoder 3 ms a token against AR's 4 over
 whole generations, yet 37 against 31 ms to an early answer, and one hold in 84). Both are
-decayed sums over the document's recent generations (:attr:`ArFallback.DECAY`). Once at
+decayed sums over the document's recent generations (:attr:`ArFallback.DECAY`), leaving
+out its first :attr:`ArFallback.WARMUP` drafter generations: they run with the document's
+acceptance model at its prior and nothing of the model's own output to draft from yet
+(a CPU replay's markdown/util.py, 2026-11-27: its first three generations 1.05-1.07 of
+AR's price, the next fourteen 0.4-0.84 but three, and a hold from those first ones in one
+run of two cost that file a fifth of its speed). Once at
 least :attr:`ArFallback.MIN_GENERATIONS` were seen and the drafter's sum exceeds AR's by
 more than :attr:`ArFallback.MARGIN`, the document's next generations run plain AR (8, then
 16, 32, 64 while the drafter keeps losing; back to 8 once it wins); then the drafter runs
@@ -120,6 +125,8 @@ class ArFallback:
 
     DECAY = 0.8
     """Weight of the past per new generation in both sums."""
+    WARMUP = 3
+    """A document's first drafter generations (with a decode step) left out of the sums."""
     MIN_GENERATIONS = 3
     """Drafter generations (with at least one decode step) seen before any judgement."""
     MARGIN = 1.1
@@ -136,6 +143,7 @@ class ArFallback:
         self.fallbacks = 0  # times the drafter was set aside
         self.judged = 0  # drafter generations weighed
         self.at_answer = 0  # of them, weighed up to their early answer
+        self.warmed = 0  # drafter generations of the document's warm-up seen (WARMUP)
 
     def use_ar(self) -> bool:
         """Whether the next generation runs plain AR (counts it against the hold)."""
@@ -148,8 +156,14 @@ class ArFallback:
         """A finished drafter generation, ``ar_step_s`` an AR step's cost
         (:attr:`ArPace.step_s`; None: not measured yet, nothing judged). ``answered``:
         (decode seconds, tokens the steps had produced) when it answered early; it is
-        judged on those (see the module)."""
-        if ar_step_s is None or stats.forward_steps <= 0:
+        judged on those (see the module). The document's first :attr:`WARMUP` ones (priced
+        or not) are not weighed."""
+        if stats.forward_steps <= 0:
+            return
+        if self.warmed < self.WARMUP:
+            self.warmed += 1
+            return
+        if ar_step_s is None:
             return
         seconds, tokens = answered if answered is not None else (stats.decode_s, ar_steps(stats))
         self.judged += 1

@@ -45,10 +45,10 @@ def run(fb: ArFallback, stats: GenStats, n: int) -> list[bool]:
 
 def test_a_slower_drafter_is_set_aside_for_longer_each_time_and_judged_afresh():
     fb = ArFallback()
-    # three drafter generations to judge, then 8 AR ones
-    assert run(fb, slow(), 3 + 8) == [False] * 3 + [True] * 8
+    # the document's warm-up, three drafter generations to judge, then 8 AR ones
+    assert run(fb, slow(), 3 + 3 + 8) == [False] * 6 + [True] * 8
     assert fb.fallbacks == 1
-    # back to the drafter: judged on three fresh generations, then 16 AR ones
+    # back to the drafter (no second warm-up): judged on three fresh generations, then 16 AR ones
     assert run(fb, slow(), 3 + 16) == [False] * 3 + [True] * 16
     assert fb.fallbacks == 2 and fb.state()["ar_generations_left"] == 0
     # now the drafter pays: it stays, and the next setback is short again
@@ -73,7 +73,7 @@ def test_a_block_answered_early_is_judged_up_to_its_answer():
     # fast over the whole generation (12 tokens for 20 ms: AR 48), but its early answer
     # came after 14 ms for 2 tokens, which AR gives in 8: what the user waited for counts
     fb = ArFallback()
-    for _ in range(3):
+    for _ in range(ArFallback.WARMUP + 3):
         assert not fb.use_ar()
         fb.observe(fast(), AR_STEP, answered=(0.014, 2))
     assert fb.fallbacks == 1 and fb.use_ar()
@@ -83,6 +83,20 @@ def test_a_block_answered_early_is_judged_up_to_its_answer():
         assert not fb.use_ar()
         fb.observe(fast(), AR_STEP, answered=(0.006, 2))
     assert fb.fallbacks == 0
+
+
+def test_a_documents_first_generations_are_not_weighed():
+    """Its warm-up (the acceptance model at its prior, nothing of the model's own output to
+    draft from) is left out: three slow first generations, priced or not, then fast ones:
+    the drafter stays; three slow ones after the warm-up set it aside as before."""
+    fb = ArFallback()
+    fb.observe(slow(), None)  # before AR is priced: counts for the warm-up
+    for _ in range(ArFallback.WARMUP - 1):
+        fb.observe(slow(), AR_STEP)
+    assert fb.judged == 0 and fb.drafter_s == 0.0
+    assert run(fb, fast(), 10) == [False] * 10 and fb.fallbacks == 0 and fb.judged == 10
+    late = ArFallback()
+    assert run(late, fast(), ArFallback.WARMUP) + run(late, slow(), 3 + 8) == [False] * 6 + [True] * 8
 
 
 def test_the_cpu_replays_figures_keep_the_drafter():
