@@ -34,8 +34,8 @@ decayed sums over the document's recent generations (:attr:`ArFallback.DECAY`), 
 out its first :attr:`ArFallback.WARMUP` drafter generations: they run with the document's
 acceptance model at its prior and nothing of the model's own output to draft from yet
 (a CPU replay's markdown/util.py, 2026-11-27: its first three generations 1.05-1.07 of
-AR's price, the next fourteen 0.4-0.84 but three, and a hold from those first ones in one
-run of two cost that file a fifth of its speed). Once at
+AR's price, the next fourteen 0.40-0.84 but two; a hold from such first ones, in 2 of 5
+default replays, cost that file a fifth of its speed: docs/bench/fallback-s25). Once at
 least :attr:`ArFallback.MIN_GENERATIONS` were seen and the drafter's sum exceeds AR's by
 more than :attr:`ArFallback.MARGIN`, the document's next generations run plain AR (8, then
 16, 32, 64 while the drafter keeps losing; back to 8 once it wins); then the drafter runs
