@@ -1147,31 +1147,33 @@ async def test_ar_fallback_runs_an_ar_probe_in_the_drafters_place_and_reports_it
 
 async def test_ar_fallback_weighs_an_early_answered_block_up_to_its_answer(tiny_model_dir, tmp_path):
     """arFallback: a block that answered early is weighed against AR up to that answer (what
-    the user waited for), not over the lines it generated after it (lsp_server/fallback.py)."""
+    the user waited for), not over the lines it generated after it (lsp_server/fallback.py);
+    a document's first drafter generations (its warm-up) are not weighed."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    line = "def total(values):"
-    text = BODY.replace(line, line + "\n        ")
-    pos = types.Position(line=_find(text, line).line + 1, character=8)
+    n = 6  # 2 drafter generations, the AR probe that prices a step, 1 more (the warm-up's third), 2 judged
+    text = "".join(f"def total{i}(values):\n        \n\n" for i in range(n)) + BODY
+    uri = (ws / "early.py").as_uri()
     # psm: this tiny random model then writes whole lines (see the early-answer test)
     client = await start_client(tiny_model_dir, ws, {"arFallback": True, "earlyAnswerMs": 0, "maxNewTokens": 300,
                                                      "promptLayout": "psm"})  # fmt: skip
     try:
         await wait_ready(client)
-        for i in range(5):  # 2 drafter generations, the AR probe that prices a step, then judged ones
-            uri = (ws / f"early{i}.py").as_uri()  # a document each: a generation each (same prompt)
-            open_doc(client, uri, text)
+        open_doc(client, uri, text)
+        for i in range(n):  # one document, a body each: a generation each
+            pos = types.Position(line=_find(text, f"def total{i}(values):").line + 1, character=8)
             await client.text_document_inline_completion_async(inline_params(uri, pos))
             deadline = time.monotonic() + 120  # the block goes on after its early answer: let it end
             while (await stats(client))["model"]["busy"] is not None and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
         info = await stats(client)
         fallback = info["server"]["arFallback"]
-        assert info["outcomes"].get("early", 0) == 5, info["outcomes"]
-        assert fallback["probes"] == 1 and fallback["judged"] == 2, fallback
+        outcomes = info["outcomes"]  # every request answered; the random model's body ends soon in one place
+        assert outcomes.get("early", 0) + outcomes.get("suggestion", 0) == n and outcomes.get("early", 0) >= n - 1, outcomes
+        assert fallback["probes"] == 1 and fallback["judged"] == 2, fallback  # the warm-up's 3 not weighed
         assert fallback["judgedAtAnswer"] == 2, fallback  # both answered early: weighed up to it
         early = info["lastEarly"]  # what the last early answer waited for in the engine
-        assert early["seq"] == 5 and early["method"] == "fastcoder" and early["forwardSteps"] >= 1, early
+        assert early["seq"] >= n - 1 and early["method"] == "fastcoder" and early["forwardSteps"] >= 1, early
         assert 0 < early["engineMs"] and early["tokens"] >= early["forwardSteps"], early
     finally:
         await client.shutdown_session()
