@@ -26,7 +26,6 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import time
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -35,6 +34,7 @@ from transformers import StaticCache
 from fastcoder.models import load_model
 from fastcoder.trie import DraftTree
 from fastcoder.verifier import KVState, Verifier
+from fastcoder_bench.probes.timing import interleaved_ms
 
 
 def run(model, ctx: int, rounds: int = 24) -> None:
@@ -74,16 +74,7 @@ def run(model, ctx: int, rounds: int = 24) -> None:
             int(model(input_ids=tok, past_key_values=cache, use_cache=True, cache_position=pos).logits[0, -1].argmax())
 
     fns["hf static"] = hf
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for f in fns.values():
-        f()
-        f()
-    items = list(fns.items())
-    for r in range(rounds):
-        for name, f in items if r % 2 == 0 else items[::-1]:
-            t0 = time.perf_counter()
-            f()
-            times[name].append((time.perf_counter() - t0) * 1e3)
+    times = interleaved_ms(fns, rounds, warmup=2)
     base = statistics.median(times["hf static"])
     print(f"\n{ctx} cached rows, load {os.getloadavg()[0]:.2f}")
     print("| AR step | ms (median) | vs hf static |")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import time
 
 import torch
 
@@ -22,6 +21,7 @@ import fastcoder.verifier as verifier_module
 from fastcoder.models import load_model
 from fastcoder.trie import DraftTree
 from fastcoder.verifier import KVState, Verifier
+from fastcoder_bench.probes.timing import interleaved_ms
 
 ROWS = (1, 2, 3, 4, 5, 6, 8, 9, 12, 16)
 TAIL_RULE = verifier_module.attention_rows
@@ -53,15 +53,7 @@ def run(model, ctx: int, rounds: int = 10) -> None:
                 kv.cache.length = ctx
 
             fns[(rows, way)] = step
-    for f in fns.values():
-        f()
-    times = {k: [] for k in fns}
-    items = list(fns.items())
-    for r in range(rounds):
-        for k, f in items if r % 2 == 0 else items[::-1]:
-            t0 = time.perf_counter()
-            f()
-            times[k].append((time.perf_counter() - t0) * 1e3)
+    times = interleaved_ms(fns, rounds)
     print(f"\n{ctx} cached rows, load {os.getloadavg()[0]:.2f}; ms per step, median of {rounds}")
     print("| real rows | padded to a bucket | as they are | ratio |\n|---:|---:|---:|---:|")
     for rows in ROWS:
