@@ -94,6 +94,9 @@ class PackedLinear(torch.nn.Module):
         self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), None)
         self.bias = linear.bias
         self._weight = linear.weight if keep_weight else None
+        # a 1-row call runs as 2 rows (the row twice) where oneDNN rounds a 1-row call
+        # differently from a many-row one (:func:`mark_one_row_rounding`)
+        self.pad_one_row = False
 
     @property
     def weight(self) -> torch.Tensor:
@@ -101,10 +104,62 @@ class PackedLinear(torch.nn.Module):
         return self._weight if self._weight is not None else self.packed.to_dense()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.pad_one_row and x.shape[-2] == 1:
+            return torch.ops.mkldnn._linear_pointwise(torch.cat([x, x], dim=-2), self.packed, self.bias, "none", [], "")[..., :1, :]
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, packed=onednn"
+        pad = ", 1-row calls as 2" if self.pad_one_row else ""
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, packed=onednn{pad}"
+
+
+ONE_ROW_PROBE_ROWS = 64
+"""Random rows a :func:`mark_one_row_rounding` probe multiplies, one at a time and together.
+A kernel that sums in another order shows it on some rows only (the bf16 outputs differ
+where the float32 sums straddle a rounding boundary): Qwen2.5-Coder-0.5B's
+``mlp.down_proj`` on 21% of random rows, so 6 rows missed it in one draw of two; 64 rows
+miss it with probability ~3e-7."""
+
+
+def mark_one_row_rounding(model: torch.nn.Module) -> list[str] | None:
+    """Find the linear layers whose 1-row call rounds differently and make them run 1 row
+    as 2 (:attr:`PackedLinear.pad_one_row`); returns their names, or ``None`` where a
+    linear layer of ``model`` is not packed (a plain ``F.linear`` takes other kernels per
+    row count: the caller keeps its steps at 2 rows or more).
+
+    Why: a batch-invariant verifier needs a token's logits to come out bit for bit the same
+    whether its row was computed alone (an AR step) or among others (a tree step). oneDNN
+    picks its packed bf16 kernel by shape, and one shape's 1-row call may sum in another
+    order than its many-row calls, which agree row for row with each other. Padding
+    every forward to 2 rows made that moot at the price of a whole second row (an AR step
+    of Qwen2.5-Coder-0.5B 36.5 -> 34.8 ms at 512 cached rows without it, 2-vCPU AMD EPYC
+    avx512_bf16); padding only the layers that need it costs one row of those alone: on
+    that CPU only ``mlp.down_proj`` (4,864 -> 896), whose 1-row call differed on 4 of 5
+    random draws. The probe: per distinct (in, out, bias, dtype) shape, ``ONE_ROW_PROBE_ROWS``
+    random rows multiplied one at a time must equal the same rows multiplied together,
+    bit for bit; the kernel choice depends on the shape only, so one layer of a shape
+    answers for all of them. It runs under ``torch.inference_mode``, as the verifier's
+    forwards do: outside it (a bias that requires grad) the q projection's 1-row call
+    (896 -> 896 with bias) rounded otherwise too, on ~1 element in 5,000."""
+    linears = [(n, m) for n, m in model.named_modules() if isinstance(m, (torch.nn.Linear, PackedLinear))]
+    if any(not isinstance(m, PackedLinear) for _, m in linears):
+        return None
+    verdict: dict[tuple, bool] = {}
+    marked = []
+    gen = torch.Generator().manual_seed(0)
+    with torch.inference_mode():
+        for name, m in linears:
+            dtype = m.packed.dtype
+            key = (m.in_features, m.out_features, m.bias is not None, dtype)
+            if key not in verdict:
+                m.pad_one_row = False
+                x = (torch.randn(ONE_ROW_PROBE_ROWS, m.in_features, generator=gen) * torch.rand(ONE_ROW_PROBE_ROWS, 1, generator=gen) * 3).to(dtype)
+                together = m(x.unsqueeze(0))[0]
+                verdict[key] = any(not torch.equal(m(x[i : i + 1].unsqueeze(0))[0, 0], together[i]) for i in range(len(x)))
+            m.pad_one_row = verdict[key]
+            if m.pad_one_row:
+                marked.append(name)
+    return marked
 
 
 def pack_linears(model: torch.nn.Module) -> int:

@@ -51,9 +51,13 @@ eager; ``invariant=True`` asks for them in another dtype, unprobed there): a tok
 1-row AR step, any tree bucket or a prefill chunk computed them, so FastCoder's bf16
 output is exactly AR's (in fp32 it always was, up to 1e-5 that never flipped a token).
 Three rules make it so on PyTorch's CPU kernels (``docs/bench/bf16-rows/probe.py``):
-every forward has at least 2 query rows (oneDNN's packed bf16 matmul rounds a 1-row
-call differently from any 2..2,048-row call, which agree with each other row for
-row): an AR step is padded to 2 rows, a 1-token prefill chunk too; every forward
+a 1-row call of a linear layer whose oneDNN kernel rounds 1 row differently from
+2..2,048 rows (which agree with each other row for row) runs as 2 rows: probed per
+layer shape when the verifier is built (:func:`fastcoder.matmul.mark_one_row_rounding`;
+Qwen2.5-Coder-0.5B on a 2-vCPU AMD EPYC with AVX512-BF16: ``mlp.down_proj`` only), the
+rest of an AR step runs its 1 row (before the twenty-sixth session the whole forward was
+padded to 2 rows: AR steps 4-5% slower); where a linear layer is not packed every
+forward runs at least 2 rows (:attr:`Verifier.min_rows`); every forward
 attends a width rounded up to WIDTH_ALIGN = 512 columns (SDPA's CPU kernel works in
 512-column blocks and a partial last block rounds by its length; extra, fully masked
 columns add exact zeros); and the attention's query rows never end in a block of 1-3
@@ -85,7 +89,7 @@ import numpy as np
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
-from fastcoder import attention
+from fastcoder import attention, matmul
 from fastcoder.tokens import common_prefix
 from fastcoder.trie import DraftTree
 
@@ -366,6 +370,15 @@ class Verifier:
         # accept along the depth-first path of first children only (see :meth:`step`): what
         # keeps a tree's output AR's bit for bit where the steps are batch-invariant
         self.exact_paths = self.invariant
+        # batch-invariant: the fewest query rows a forward runs. 1 where every linear layer
+        # is packed and those whose 1-row call rounds differently run it as 2 rows
+        # (matmul.mark_one_row_rounding); 2 otherwise (the whole forward padded)
+        self.min_rows = 1
+        self.one_row_padded: list[str] = []
+        if self.invariant:
+            marked = matmul.mark_one_row_rounding(model)
+            self.min_rows = 1 if marked is not None else 2
+            self.one_row_padded = marked or []
         # prompt tokens per prefill forward: a cancelled request stops within one chunk
         self.prefill_chunk = PREFILL_CHUNK_CUDA if self.device.type == "cuda" else PREFILL_CHUNK_CPU
         # eager steps run the rows they have, graphs and compiled steps a bucket's (fixed
@@ -406,16 +419,16 @@ class Verifier:
 
     def step_rows(self, rows: int) -> int:
         """Query rows a step of ``rows`` real rows runs: its bucket for graphs and compiled
-        steps (fixed shapes); eager, the rows themselves, batch-invariant ones at least 2
-        (a 1-row matmul rounds differently) and padded by :func:`attention_rows`. At 2,048
-        cached rows on a 2-vCPU AMD EPYC (avx512_bf16, Qwen2.5-Coder-0.5B bf16) a 9-row
-        step took 52 ms instead of the 16-row bucket's 73 (docs/BENCHMARKS.md)."""
+        steps (fixed shapes); eager, the rows themselves, batch-invariant ones at least
+        :attr:`min_rows` and padded by :func:`attention_rows`. At 2,048 cached rows on a
+        2-vCPU AMD EPYC (avx512_bf16, Qwen2.5-Coder-0.5B bf16) a 9-row step took 52 ms
+        instead of the 16-row bucket's 73 (docs/BENCHMARKS.md)."""
         bucket = self.bucket(rows)  # raises past the largest bucket
         if self.padded:
             return bucket
         if not self.invariant:
             return rows
-        return attention_rows(max(2, rows), self._groups)
+        return attention_rows(max(self.min_rows, rows), self._groups)
 
     # ---------------------------------------------------------------- cache
     def _ensure(self, kv: KVState, common: int, needed: int) -> None:
@@ -597,13 +610,13 @@ class Verifier:
 
         Plain: no mask of our own: transformers builds the causal one from the cache's
         length (or, with no past, lets SDPA run its causal kernel without a mask).
-        ``invariant``: the chunk is computed as the steps compute their rows: at least 2
-        query rows (a 1-token chunk gets a padding row, written past the held rows and
-        overwritten later; so does a chunk whose attention would end in a tiny block,
-        :func:`attention_rows`), our own additive causal mask over a width rounded up to
-        WIDTH_ALIGN, and the head over the last 2 rows."""
+        ``invariant``: the chunk is computed as the steps compute their rows: at least
+        :attr:`min_rows` query rows and padded by :func:`attention_rows` (padding rows are
+        written past the held rows and overwritten later), our own additive causal mask
+        over a width rounded up to WIDTH_ALIGN, and the head over the last real row and
+        the padding (at least :attr:`min_rows` rows)."""
         last = end == len(ids)
-        pad = attention_rows(max(2, end - start), self._groups) - (end - start) if self.invariant else 0
+        pad = attention_rows(max(self.min_rows, end - start), self._groups) - (end - start) if self.invariant else 0
         slots = torch.arange(start, end + pad, device=self.device)
         cache.slots = slots
         kwargs = {}
@@ -620,7 +633,7 @@ class Verifier:
             cache.view_len = end
         model = self.model if last else self.model.base_model
         if last:
-            kwargs["logits_to_keep"] = max(2, pad + 1) if self.invariant else 1  # the last real row's and the padding's
+            kwargs["logits_to_keep"] = max(self.min_rows, pad + 1) if self.invariant else 1  # the last real row's and the padding's
         out = model(
             input_ids=torch.tensor([ids[start:end] + [0] * pad], dtype=torch.long, device=self.device),
             position_ids=slots.unsqueeze(0),
@@ -681,7 +694,7 @@ class Verifier:
         ids, pos, slots, anc, past = self._prepare(b)
         cache.slots = slots
         cache.view_len = width
-        if b == 1 and not fixed:  # AR, eager: the root sees everything, no mask needed
+        if b == 1 and not fixed and not self.invariant:  # AR, eager: the root sees everything, no mask needed
             cache.length = width - 1
             out = self.model(input_ids=ids.view(1, 1), position_ids=pos.view(1, 1), use_cache=True, **{cache_kwarg(self.model): cache})
             logits = out.logits[0]

@@ -1,5 +1,5 @@
 """Batch-invariant steps (``Verifier.invariant``, CPU bf16): a token's logits and its
-keys/values are bit for bit the same whether a padded 1-row AR step, a chain in any
+keys/values are bit for bit the same whether a 1-row AR step, a chain in any
 bucket or a prefill chunk computed them, so FastCoder's bf16 output is AR's exactly.
 
 The model has Qwen2.5-Coder-0.5B's layer shapes (hidden 896, 14 query heads on 2 KV
@@ -46,6 +46,10 @@ def qwen_shaped(tiny_tokenizer):
 
 def test_bf16_cpu_verifier_is_invariant_by_default(qwen_shaped, tiny_model):
     assert Verifier(qwen_shaped).invariant
+    # packed: an AR step runs 1 row (the layers whose 1-row call rounds otherwise run 2);
+    # unpacked (no bf16 packing on this CPU): every forward at least 2 rows
+    assert Verifier(qwen_shaped).min_rows == (1 if matmul.is_packed(qwen_shaped) else 2)
+    assert Verifier(qwen_shaped).step_rows(1) == Verifier(qwen_shaped).min_rows
     assert not Verifier(tiny_model).invariant  # fp32: exact to 1e-5 already; no padding paid
     assert Verifier(qwen_shaped).graph_status()["batch_invariant"]
 
@@ -56,11 +60,11 @@ def _ar(v: Verifier, ids: list[int]):
 
 @pytest.mark.parametrize("ctx", CONTEXTS)
 def test_chains_prefill_and_ar_steps_give_the_same_bits(qwen_shaped, ctx):
-    """AR's padded 1-row steps, then the same tokens verified as chains of every length
+    """AR's 1-row steps (the MLP's down projection, whose 1-row call rounds otherwise on
+    the CPUs seen, run as 2 rows), then the same tokens verified as chains of every length
     from 2 to 16 and 23 rows from the same cache (eager steps run their own rows; 5, 14
     and 23 rows, 35, 98 and 161 folded query rows, would leave the attention kernel a
-    last block of 3, 2 and 1 rows and get a padding row; AR's padding row skips
-    attention): every row's logits equal AR's bit for bit; and a prefill of the prompt
+    last block of 3, 2 and 1 rows and get a padding row): every row's logits equal AR's bit for bit; and a prefill of the prompt
     plus those tokens leaves the very keys/values the steps wrote."""
     rng = random.Random(ctx)
     v = Verifier(qwen_shaped)
@@ -79,7 +83,7 @@ def test_chains_prefill_and_ar_steps_give_the_same_bits(qwen_shaped, ctx):
     fresh = KVState()
     v.prefill(fresh, ids + toks[:N_AR], reserve=64)
     assert torch.equal(fresh.cache.buf[..., : ctx + N_AR, :], stepped)
-    # a 1-token prefill chunk (padded to 2 rows) gives the logits AR's step gave
+    # a 1-token prefill chunk gives the logits AR's step gave
     one = KVState()
     v.prefill(one, ids, reserve=64)
     tok, n, _ = v.prefill(one, ids + toks[:1], reserve=64)

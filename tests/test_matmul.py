@@ -162,3 +162,28 @@ def test_auto_dtype_on_the_cpu_follows_the_probe(tiny_model_dir, monkeypatch, tm
     loaded = load_model(str(tiny_model_dir), dtype="auto", device="cpu", progress=False)
     assert str(loaded.dtype) == f"torch.{faster}" and loaded.matmul["dtype"] == faster
     assert not loaded.matmul["packed"]  # no packed timings: plain
+
+
+@pytest.mark.skipif(not matmul.can_pack(torch.bfloat16), reason="oneDNN cannot pack bfloat16 weights here")
+def test_one_row_calls_round_as_many_row_calls_once_marked():
+    """After ``mark_one_row_rounding`` every packed layer's 1-row call gives the bits its
+    row gets among others (the marked layers run it as 2 rows), whatever this CPU's
+    kernels do; shapes include Qwen2.5-Coder-0.5B's MLP (4,864 -> 896: the one marked on
+    a 2-vCPU AMD EPYC with AVX512-BF16). A model with an unpacked linear layer is not
+    marked (``None``): its verifier keeps 2-row forwards."""
+    torch.manual_seed(0)
+    shapes = [(896, 896), (896, 128), (896, 4864), (4864, 896), (64, 4000)]
+    model = torch.nn.Sequential(*[torch.nn.Linear(i, o, bias=(i == 896)) for i, o in shapes]).to(torch.bfloat16)
+    plain = copy.deepcopy(model)
+    matmul.pack_linears(model)
+    marked = matmul.mark_one_row_rounding(model)
+    assert marked is not None and all(model.get_submodule(n).pad_one_row for n in marked)
+    with torch.inference_mode():
+        for seed in range(3):
+            g = torch.Generator().manual_seed(seed)
+            for m in model:
+                x = (torch.randn(9, m.in_features, generator=g) * 2).to(torch.bfloat16).unsqueeze(0)
+                many = m(x)[0]
+                for i in range(9):
+                    assert torch.equal(m(x[:, i : i + 1])[0, 0], many[i]), (m, i)
+    assert matmul.mark_one_row_rounding(plain) is None
