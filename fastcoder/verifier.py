@@ -8,8 +8,8 @@ with the tree below the last of them. One step:
 
 1. the rows: row 0 the root, rows 1..n the nodes; graphs and compiled steps pad them to
    a *bucket* of query rows (1, 4, 8, 16, 32, 64, 128), eager steps run the rows they
-   have (:meth:`Verifier.step_rows`: batch-invariant ones at least 2, and a few more
-   where the attention kernel's last block of query rows would be tiny); padding rows
+   have (:meth:`Verifier.step_rows`: batch-invariant ones at least ``min_rows``, and a
+   few more where the attention kernel's last block of query rows would be tiny); padding rows
    see only themselves;
 2. token ids, parent rows, depths and the past length go to the device in ONE copy into
    a preallocated buffer; on the device: positions ``past + depth``, cache positions
@@ -742,11 +742,19 @@ class Verifier:
         captured at every width, the widths and the work area's rows, the capture time,
         and each ``bucket@width`` whose capture failed with its error (it runs eagerly;
         the others keep their graphs); eager: whether the steps are batch-invariant
-        (``invariant``). Reported by the server's ``fastcoder.stats`` and
-        the benchmark reports."""
+        (``invariant``) and, if so, the fewest rows a forward runs (``min_rows``) and the
+        linear layers that run a 1-row call as 2 rows (``one_row_as_two``: layer name ->
+        how many layers, e.g. ``{"down_proj": 24}``). Reported by the server's
+        ``fastcoder.stats`` and the benchmark reports."""
         if not self.use_graphs:
-            return {"mode": "eager", "captured": [], "failed": {}, "batch_invariant": self.invariant,
-                    "exact_paths": self.exact_paths}
+            status = {"mode": "eager", "captured": [], "failed": {}, "batch_invariant": self.invariant,
+                      "exact_paths": self.exact_paths}
+            if self.invariant:
+                kinds: dict[str, int] = {}
+                for name in self.one_row_padded:
+                    kinds[name.rsplit(".", 1)[-1]] = kinds.get(name.rsplit(".", 1)[-1], 0) + 1
+                status.update(min_rows=self.min_rows, one_row_as_two=kinds)
+            return status
         widths = self._widths if self.work is not None else []
         full = [b for b in self.buckets if widths and all((b, w) in self.graph_captured for w in widths)]
         return {"mode": "cuda-graphs", "captured": full, "widths": widths,

@@ -51,7 +51,10 @@ def test_bf16_cpu_verifier_is_invariant_by_default(qwen_shaped, tiny_model):
     assert Verifier(qwen_shaped).min_rows == (1 if matmul.is_packed(qwen_shaped) else 2)
     assert Verifier(qwen_shaped).step_rows(1) == Verifier(qwen_shaped).min_rows
     assert not Verifier(tiny_model).invariant  # fp32: exact to 1e-5 already; no padding paid
-    assert Verifier(qwen_shaped).graph_status()["batch_invariant"]
+    status = Verifier(qwen_shaped).graph_status()
+    assert status["batch_invariant"] and status["min_rows"] == Verifier(qwen_shaped).min_rows
+    marked = [n for n, m in qwen_shaped.named_modules() if getattr(m, "pad_one_row", False)]
+    assert sum(status["one_row_as_two"].values()) == len(marked)  # reported as the stats and reports show them
 
 
 def _ar(v: Verifier, ids: list[int]):

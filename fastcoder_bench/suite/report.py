@@ -322,7 +322,13 @@ def to_markdown(report: dict[str, Any], plots: Sequence[str] = ()) -> str:
     if mach.get("steps"):
         st = mach["steps"]
         failed = "; ".join(f"bucket {b}: {e}" for b, e in st.get("failed", {}).items())
-        lines.append(f"- steps ran as {st.get('mode')}" + (f", buckets captured {st.get('captured')}" if st.get("captured") else "")
+        inv = ""
+        if st.get("batch_invariant"):
+            padded = ", ".join(f"{k} x{n}" for k, n in sorted(st.get("one_row_as_two", {}).items())) or "none"
+            least = st.get("min_rows", 2)
+            inv = (f", batch-invariant (a forward runs at least {least} query row{'s' if least != 1 else ''}; "
+                   f"linear layers running a 1-row call as 2 rows: {padded})")  # fmt: skip
+        lines.append(f"- steps ran as {st.get('mode')}" + (f", buckets captured {st.get('captured')}" if st.get("captured") else "") + inv
                      + (f"; **capture failed** (those buckets ran eagerly): {failed}" if failed else ""))  # fmt: skip
     if mach.get("matmul"):
         mm = mach["matmul"]
