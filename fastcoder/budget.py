@@ -49,7 +49,7 @@ from fastcoder.verifier import KVState, Verifier
 
 log = logging.getLogger(__name__)
 
-CURVE_VERSION = 9  # bump when the measurement changes, so old curves are re-measured (8: AR steps run 1 row; 9: row_pad)
+CURVE_VERSION = 8  # bump when the measurement changes, so old curves are re-measured (8: AR steps run 1 row)
 LENGTHS = (512, 2048)
 """Attended lengths (cached rows) the curve is measured at."""
 CONTENDED = 0.7
@@ -73,9 +73,6 @@ class CostCurve:
     padded: bool = True
     """Steps run a whole bucket of rows (graphs, compiled steps); False: they run the rows
     they have (eager), so a size between two measured ones costs in between."""
-    row_pad: dict[int, int] = field(default_factory=dict)
-    """Eager steps of m query rows that run as m' rows (``Verifier.row_pad``): they cost
-    what m' rows do."""
 
     def at(self, length: int) -> "CostCurve":
         """The curve for a step attending ``length`` cached rows: per bucket, linear in
@@ -86,30 +83,28 @@ class CostCurve:
             return self
         lens = sorted(table)
         if length <= lens[0]:
-            return CostCurve(self.ks, list(table[lens[0]]), lens[0], padded=self.padded, row_pad=self.row_pad)
+            return CostCurve(self.ks, list(table[lens[0]]), lens[0], padded=self.padded)
         i = next((i for i in range(1, len(lens)) if length <= lens[i]), len(lens) - 1)
         lo, hi = lens[i - 1], lens[i]
         f = (length - lo) / (hi - lo)
         seconds = [a + (max(0.0, b - a) if f > 1 else b - a) * f for a, b in zip(table[lo], table[hi])]
         for j in range(1, len(seconds)):  # non-decreasing in k, as measured
             seconds[j] = max(seconds[j], seconds[j - 1])
-        return CostCurve(self.ks, seconds, length, padded=self.padded, row_pad=self.row_pad)
+        return CostCurve(self.ks, seconds, length, padded=self.padded)
 
     def to_json(self) -> dict:
         return {"ks": list(self.ks), "seconds": [float(x) for x in self.seconds], "context_len": self.context_len,
                 "by_length": {str(n): [float(x) for x in v] for n, v in sorted(self.by_length.items())},
-                "padded": self.padded, "row_pad": {str(m): n for m, n in sorted(self.row_pad.items())}}  # fmt: skip
+                "padded": self.padded}  # fmt: skip
 
     @classmethod
     def from_json(cls, data: dict) -> "CostCurve":
         """From :meth:`to_json` (or an older report's ``{"ks", "seconds"}``: padded)."""
         return cls(list(data["ks"]), [float(x) for x in data["seconds"]], int(data.get("context_len", 512)),
                    {int(n): [float(x) for x in v] for n, v in (data.get("by_length") or {}).items()},
-                   bool(data.get("padded", True)), {int(m): int(n) for m, n in (data.get("row_pad") or {}).items()})  # fmt: skip
+                   bool(data.get("padded", True)))  # fmt: skip
 
     def cost(self, k: int) -> float:
-        if self.row_pad and not self.padded:
-            k = self.row_pad.get(k + 1, k + 1) - 1
         for j, (kk, s) in enumerate(zip(self.ks, self.seconds)):
             if k <= kk:
                 if self.padded or j == 0 or k == kk:
@@ -406,7 +401,7 @@ def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5) -> Cost
             kv.truncate(base)  # roll back whatever the step kept
     for j in range(1, len(best)):  # non-decreasing: a lucky low sample at a large k must
         best[j] = max(best[j], best[j - 1])  # not make the smaller ks look as cheap
-    return CostCurve(ks, best, context_len, padded=padded, row_pad=dict(getattr(verifier, "row_pad", {}) or {}))
+    return CostCurve(ks, best, context_len, padded=padded)
 
 
 def measure_lengths(verifier: Verifier, lengths: tuple[int, ...] = LENGTHS, rounds: int = 5) -> CostCurve:

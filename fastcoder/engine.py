@@ -55,8 +55,7 @@ class Engine:
                 attn = getattr(self.model.config, "_attn_implementation", None) or "?"
                 packed = "|packed" if is_packed(self.model) else ""
                 inv = "|invariant" if self.verifier.invariant else ""
-                pad = "|rows=" + ",".join(f"{m}>{n}" for m, n in sorted(self.verifier.row_pad.items())) if self.verifier.row_pad else ""
-                key = f"{self.name}|{self.device}|{self.dtype}|attn={attn}|graphs={self.verifier.use_graphs}{packed}{inv}{pad}"
+                key = f"{self.name}|{self.device}|{self.dtype}|attn={attn}|graphs={self.verifier.use_graphs}{packed}{inv}"
                 self._curve = load_or_measure(self.verifier, key)
             return self._curve
 

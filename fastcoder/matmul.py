@@ -40,7 +40,6 @@ packed, so memory does not grow.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -297,114 +296,32 @@ def _cache_file(key: str) -> Path:
     return cache_root() / "matmul" / f"{safe[:180]}.json"
 
 
-def _machine_key() -> str:
-    """What a timing on this machine depends on: the CPU, its flags that matter here, the
-    torch version and the thread count."""
-    flags = ",".join(sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_fp16"}))
-    return f"{_cpu_name()}|{flags}|torch{torch.__version__}|t{torch.get_num_threads()}"
-
-
-def _cached(key: str, version: int, measure, field: str = "value"):
-    """The JSON value cached for ``key`` at ``version`` (per machine, under the cache
-    root, as ``field``), else ``measure()``'s, cached for the next load."""
-    path = _cache_file(key)
-    try:
-        data = json.loads(path.read_text())
-        if data.get("version") == version and data.get("key") == key:
-            return data[field]
-    except (OSError, ValueError, KeyError):
-        pass
-    t0 = time.perf_counter()
-    value = measure()
-    log.info("probe for %s: %s (%.1f s)", key, value, time.perf_counter() - t0)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as fh:
-            json.dump({"key": key, "version": version, field: value}, fh)
-        os.replace(tmp, path)
-    except OSError as exc:  # a read-only cache costs a probe per load, nothing else
-        log.warning("could not cache the probe: %s", exc)
-    return value
-
-
 def choose(dtypes: tuple[str, ...], out_features: int, in_features: int, allow_pack: bool = True) -> MatmulChoice:
     """The CPU dtype (among ``dtypes``, the first preferred) and packing (only where
     ``allow_pack``) for a model whose largest matmul is ``out_features x in_features``,
     decided from the probe's timings: cached per machine, else probed (a few seconds)."""
-    key = f"{_machine_key()}|{out_features}x{in_features}|{'+'.join(dtypes)}"
-    timings = _cached(key, PROBE_VERSION, lambda: probe(out_features, in_features, dtypes), field="timings")
+    flags = ",".join(sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_fp16"}))
+    key = f"{_cpu_name()}|{flags}|torch{torch.__version__}|t{torch.get_num_threads()}|{out_features}x{in_features}|{'+'.join(dtypes)}"
+    path = _cache_file(key)
+    try:
+        data = json.loads(path.read_text())
+        timings = data["timings"] if data.get("version") == PROBE_VERSION and data.get("key") == key else None
+    except (OSError, ValueError, KeyError):
+        timings = None
+    if timings is None:
+        t0 = time.perf_counter()
+        timings = probe(out_features, in_features, dtypes)
+        log.info("matmul probe for %s: %s (%.1f s)", key, timings, time.perf_counter() - t0)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            with os.fdopen(fd, "w") as fh:
+                json.dump({"key": key, "version": PROBE_VERSION, "timings": timings}, fh)
+            os.replace(tmp, path)
+        except OSError as exc:  # a read-only cache costs a probe per load, nothing else
+            log.warning("could not cache the matmul probe: %s", exc)
     if not allow_pack:
         timings = {k: v for k, v in timings.items() if not k.endswith("/packed")}
     dtype, packed, why = decide(timings, dtypes)
     log.info("matmul path: %s%s (%s)", dtype, " packed" if packed else "", why)
     return MatmulChoice(dtype, packed, timings, why)
-
-
-# ------------------------------------------------------------- rows per step, by cost
-ROW_PROBE_ROWS = tuple(range(1, 17))
-"""Row counts :func:`linear_row_costs` times: the steps' usual tree sizes on a CPU."""
-ROW_PAD_GAIN = 0.95
-"""A step of m rows runs m' > m rows (the extra rows padding) only where the linear layers
-cost less than this times as much at m' rows as at m."""
-ROW_PROBE_ROUNDS = 5
-ROW_PROBE_VERSION = 1
-
-
-def linear_row_costs(model: torch.nn.Module, rows=ROW_PROBE_ROWS, rounds: int = ROW_PROBE_ROUNDS) -> dict[int, float]:
-    """Milliseconds of one call of every packed linear layer of ``model`` (the head
-    included) with ``m`` rows, for each ``m`` in ``rows``: the sizes interleaved over
-    ``rounds`` rounds (the order reversed every other round), the least of each kept (load
-    only ever adds time)."""
-    linears = [m for m in model.modules() if isinstance(m, PackedLinear)]
-    if not linears:
-        return {}
-    dtype = linears[0].packed.dtype
-    gen = torch.Generator().manual_seed(0)
-    inputs = {m: {k: torch.randn(1, m, k, generator=gen).to(dtype) for k in {lin.in_features for lin in linears}} for m in rows}
-    best = {m: float("inf") for m in rows}
-    order = list(rows)
-    with torch.inference_mode():
-        for rnd in range(rounds + 1):
-            for m in order if rnd % 2 else order[::-1]:
-                xs = inputs[m]
-                t0 = time.perf_counter()
-                for lin in linears:
-                    lin(xs[lin.in_features])
-                if rnd:  # round 0 warms up
-                    best[m] = min(best[m], (time.perf_counter() - t0) * 1e3)
-    return {m: round(t, 3) for m, t in best.items()}
-
-
-def cheaper_rows(costs: dict[int, float], gain: float = ROW_PAD_GAIN) -> dict[int, int]:
-    """From per-row-count costs, the row counts worth running as more rows: m -> the
-    fewest rows m' in (m, 2m] that cost less than ``gain`` times m's (none: m runs as it
-    is). The fewest, not the cheapest: beyond the gain the difference is the probe's noise,
-    and every padding row also costs its share of the step outside the matmuls."""
-    out = {}
-    for m, c in costs.items():
-        n = next((n for n in sorted(costs) if m < n <= 2 * m and costs[n] < gain * c), None)
-        if n is not None:
-            out[int(m)] = int(n)
-    return out
-
-
-def row_padding(model: torch.nn.Module) -> dict[int, int]:
-    """Which step sizes (query rows) run as a larger one on this machine, because its
-    matmul kernels are slower there (:func:`cheaper_rows` of :func:`linear_row_costs`):
-    cached per machine and set of linear shapes, else timed (~3 s for Qwen2.5-Coder-0.5B).
-
-    Why (measured 2026-11-27 on a 2-vCPU AMD EPYC with AVX512-BF16, Qwen2.5-Coder-0.5B bf16
-    packed, all 169 linear layers, 1..8 rows, two runs): 26.2 / 28.0 / 28.9 / 25.8 / 26.3 /
-    27.4 / 29.6 / 29.0 ms; oneDNN's kernels for 2 and 3 rows are slower than its 4-row one.
-    A whole step of 3 rows run as 4 took 0.93x the time at 512 and 1,900 cached rows (the
-    padding rows skip attention), its logits the same bits; 2 rows as 4 0.96x / 1.00x.
-    """
-    linears = [m for m in model.modules() if isinstance(m, PackedLinear)]
-    if not linears:
-        return {}
-    shapes = sorted((m.in_features, m.out_features, m.bias is not None) for m in linears)
-    sig = hashlib.sha1(repr(shapes).encode()).hexdigest()[:12]
-    key = f"rows|{_machine_key()}|{str(linears[0].packed.dtype).replace('torch.', '')}|{sig}"
-    costs = _cached(key, ROW_PROBE_VERSION, lambda: {str(m): t for m, t in linear_row_costs(model).items()})
-    return cheaper_rows({int(m): float(t) for m, t in costs.items()})

@@ -385,12 +385,6 @@ class Verifier:
         # shapes); query heads per KV head in the attention kernel's rows (attention_rows)
         self.padded = self.use_graphs or bool(compile)
         self._groups = attention.groups(model) if self.folded_attention else 1
-        # eager CPU steps of m rows that run as m' > m rows because the matmul kernels are
-        # cheaper there (measured per machine: matmul.row_padding); padding rows skip the
-        # attention (folded attention only), so they cost their matmul rows alone
-        self.row_pad: dict[int, int] = {}
-        if not self.padded and self.folded_attention and self.device.type == "cpu" and matmul.is_packed(model):
-            self.row_pad = matmul.row_padding(model)
         bmax = self.buckets[-1] + MIN_Q_TAIL  # room for attention_rows' padding
         # the one host->device copy per step: ids | parent rows | depths | past
         pin = self.device.type == "cuda"
@@ -426,15 +420,15 @@ class Verifier:
     def step_rows(self, rows: int) -> int:
         """Query rows a step of ``rows`` real rows runs: its bucket for graphs and compiled
         steps (fixed shapes); eager, the rows themselves, batch-invariant ones at least
-        :attr:`min_rows` and padded by :func:`attention_rows`, then run as more rows where
-        this machine's matmuls are cheaper there (:attr:`row_pad`). At 2,048 cached rows on
-        a 2-vCPU AMD EPYC (avx512_bf16, Qwen2.5-Coder-0.5B bf16) a 9-row step took 52 ms
+        :attr:`min_rows` and padded by :func:`attention_rows`. At 2,048 cached rows on a
+        2-vCPU AMD EPYC (avx512_bf16, Qwen2.5-Coder-0.5B bf16) a 9-row step took 52 ms
         instead of the 16-row bucket's 73 (docs/BENCHMARKS.md)."""
         bucket = self.bucket(rows)  # raises past the largest bucket
         if self.padded:
             return bucket
-        r = attention_rows(max(self.min_rows, rows), self._groups) if self.invariant else rows
-        return self.row_pad.get(r, r)
+        if not self.invariant:
+            return rows
+        return attention_rows(max(self.min_rows, rows), self._groups)
 
     # ---------------------------------------------------------------- cache
     def _ensure(self, kv: KVState, common: int, needed: int) -> None:
@@ -750,14 +744,11 @@ class Verifier:
         the others keep their graphs); eager: whether the steps are batch-invariant
         (``invariant``) and, if so, the fewest rows a forward runs (``min_rows``) and the
         linear layers that run a 1-row call as 2 rows (``one_row_as_two``: layer name ->
-        how many layers, e.g. ``{"down_proj": 24}``); eager steps that run as more rows
-        (``rows_run_as``, where any). Reported by the server's ``fastcoder.stats`` and the
-        benchmark reports."""
+        how many layers, e.g. ``{"down_proj": 24}``). Reported by the server's
+        ``fastcoder.stats`` and the benchmark reports."""
         if not self.use_graphs:
             status = {"mode": "eager", "captured": [], "failed": {}, "batch_invariant": self.invariant,
                       "exact_paths": self.exact_paths}
-            if self.row_pad:
-                status["rows_run_as"] = {str(m): n for m, n in sorted(self.row_pad.items())}
             if self.invariant:
                 kinds: dict[str, int] = {}
                 for name in self.one_row_padded:

@@ -93,30 +93,6 @@ def test_chains_prefill_and_ar_steps_give_the_same_bits(qwen_shaped, ctx):
     assert n == 1 and torch.equal(v.last_logits[0], ref[0]) and tok == toks[1]
 
 
-def test_steps_run_as_more_rows_keep_ar_bits(qwen_shaped):
-    """Steps that this machine runs as more rows (``Verifier.row_pad``, measured per CPU;
-    forced here so the test does not depend on this CPU's kernels): a chain of 2 or 3 rows
-    run as 4, and of 5 as 8 (the attention rule's 6, then the map's 8; the padding rows skip
-    the attention), gives every row AR's bits, and the step reports it."""
-    rng = random.Random(7)
-    v = Verifier(qwen_shaped)
-    v.row_pad = {2: 4, 3: 4, 6: 8}
-    assert [v.step_rows(r) for r in (1, 2, 3, 4, 5)] == [v.min_rows, 4, 4, 4, 8]
-    assert v.graph_status()["rows_run_as"] == {"2": 4, "3": 4, "6": 8}
-    ctx = 520
-    ids = [rng.randrange(4, 600) for _ in range(ctx)]
-    kv, toks, ref = _ar(v, ids)
-    for b in (2, 3, 5):
-        kv.truncate(ctx)
-        kv.cache.length = ctx
-        for pos in range(0, N_AR - b + 1, b):
-            v.step(kv, toks[pos], DraftTree.chain(toks[pos + 1 : pos + b], "probe"))
-            for j in range(b):
-                assert torch.equal(v.last_logits[j], ref[pos + j]), f"chain of {b} rows run as {v.step_rows(b)}, row {pos + j}"
-            kv.ids = ids + toks[: pos + b]
-            kv.cache.length = len(kv.ids)
-
-
 def test_fastcoder_bf16_output_is_ar_output(qwen_shaped, tiny_tokenizer):
     """Whole generations with drafts from the AR output itself (mutated): FastCoder and
     PLD commit exactly AR's tokens in bf16."""

@@ -187,37 +187,3 @@ def test_one_row_calls_round_as_many_row_calls_once_marked():
                 for i in range(9):
                     assert torch.equal(m(x[:, i : i + 1])[0, 0], many[i]), (m, i)
     assert matmul.mark_one_row_rounding(plain) is None
-
-
-def test_cheaper_rows_pads_to_the_fewest_rows_that_clearly_cost_less():
-    """The 0.5B's linear layers on a 2-vCPU AMD EPYC with AVX512-BF16 (ms, 1..8 rows): 2 and
-    3 rows cost more than 4; 5 is cheaper still but within noise, so 3 runs as 4; 7 -> 8
-    saves under 5%: not padded. Never beyond twice the rows."""
-    costs = {1: 28.6, 2: 28.9, 3: 30.4, 4: 27.4, 5: 27.0, 6: 27.8, 7: 30.9, 8: 30.4}
-    assert matmul.cheaper_rows(costs) == {2: 4, 3: 4}
-    assert matmul.cheaper_rows({1: 10.0, 2: 10.0, 3: 10.0}) == {}
-    assert matmul.cheaper_rows({1: 30.0, 2: 20.0, 5: 1.0}) == {1: 2}  # 5 > 2 x 2
-
-
-@pytest.mark.skipif(not matmul.can_pack(torch.bfloat16), reason="oneDNN cannot pack bfloat16 weights here")
-def test_row_padding_is_timed_once_per_machine_and_model_shape(monkeypatch):
-    """The timing is cached (under the cache root, per machine and set of linear shapes):
-    a second model of the same shapes reads it; a model without packed layers has none."""
-    calls = []
-    real = matmul.linear_row_costs
-
-    def counted(model, *a, **k):
-        calls.append(model)
-        return real(model, rows=(1, 2, 3, 4), rounds=1)
-
-    monkeypatch.setattr(matmul, "linear_row_costs", counted)
-    shape = [(64, 48), (48, 64)]
-    make = lambda: torch.nn.Sequential(*[torch.nn.Linear(i, o) for i, o in shape]).to(torch.bfloat16)  # noqa: E731
-    a, b = make(), make()
-    matmul.pack_linears(a)
-    matmul.pack_linears(b)
-    first = matmul.row_padding(a)
-    assert matmul.row_padding(b) == first and len(calls) == 1
-    assert all(m < n <= 2 * m for m, n in first.items())
-    assert matmul.row_padding(make()) == {}  # nothing packed: nothing timed
-    assert len(calls) == 1

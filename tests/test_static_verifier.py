@@ -236,11 +236,6 @@ def test_budget_on_unpadded_steps_weighs_every_size():
     assert CostCurve.from_json(curve.to_json()) == curve
     assert CostCurve.from_json({"ks": [0, 3], "seconds": [1.0, 1.1]}).padded  # older curves: buckets
     assert not curve.at(2048).padded
-    # steps this machine runs as more rows (Verifier.row_pad: 2 and 3 rows as 4) cost 4 rows'
-    padded_small = CostCurve([0, 3, 7, 15], [1.0, 1.1, 1.3, 2.0], padded=False, row_pad={2: 4, 3: 4})
-    assert padded_small.cost(1) == padded_small.cost(2) == padded_small.cost(3) == 1.1 and padded_small.cost(4) == pytest.approx(1.15)
-    assert padded_small.at(2048).row_pad == {2: 4, 3: 4} and CostCurve.from_json(padded_small.to_json()) == padded_small
-    assert padded_small.best_size([0.9, 0.5, 0.2]) == 3  # 1-2 nodes cost what 3 do: all three
 
 
 def test_eager_steps_run_their_rows_and_graphs_a_bucket(tiny_model):

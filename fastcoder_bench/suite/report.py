@@ -328,9 +328,6 @@ def to_markdown(report: dict[str, Any], plots: Sequence[str] = ()) -> str:
             least = st.get("min_rows", 2)
             inv = (f", batch-invariant (a forward runs at least {least} query row{'s' if least != 1 else ''}; "
                    f"linear layers running a 1-row call as 2 rows: {padded})")  # fmt: skip
-        if st.get("rows_run_as"):
-            inv += "; steps run as more rows where this CPU's matmuls cost less: " + ", ".join(
-                f"{m} -> {n}" for m, n in sorted(st["rows_run_as"].items(), key=lambda kv: int(kv[0])))
         lines.append(f"- steps ran as {st.get('mode')}" + (f", buckets captured {st.get('captured')}" if st.get("captured") else "") + inv
                      + (f"; **capture failed** (those buckets ran eagerly): {failed}" if failed else ""))  # fmt: skip
     if mach.get("matmul"):
