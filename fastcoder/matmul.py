@@ -132,10 +132,10 @@ def mark_one_row_rounding(model: torch.nn.Module) -> list[str] | None:
     picks its packed bf16 kernel by shape, and one shape's 1-row call may sum in another
     order than its many-row calls, which agree row for row with each other. Padding
     every forward to 2 rows made that moot at the price of a whole second row (an AR step
-    of Qwen2.5-Coder-0.5B 36.5 -> 34.8 ms at 512 cached rows without it, 2-vCPU AMD EPYC
-    avx512_bf16); padding only the layers that need it costs one row of those alone: on
-    that CPU only ``mlp.down_proj`` (4,864 -> 896), whose 1-row call differed on 4 of 5
-    random draws. The probe: per distinct (in, out, bias, dtype) shape, ``ONE_ROW_PROBE_ROWS``
+    of Qwen2.5-Coder-0.5B 36.8 -> 35.9 ms at 512 cached rows without it, 2-vCPU AMD EPYC
+    avx512_bf16, docs/bench/ar1-s26); padding only the layers that need it costs one row
+    of those alone: on that CPU only ``mlp.down_proj`` (4,864 -> 896), whose 1-row call
+    differed on ~21% of random rows. The probe: per distinct (in, out, bias, dtype) shape, ``ONE_ROW_PROBE_ROWS``
     random rows multiplied one at a time must equal the same rows multiplied together,
     bit for bit; the kernel choice depends on the shape only, so one layer of a shape
     answers for all of them. It runs under ``torch.inference_mode``, as the verifier's

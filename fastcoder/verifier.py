@@ -56,7 +56,7 @@ a 1-row call of a linear layer whose oneDNN kernel rounds 1 row differently from
 layer shape when the verifier is built (:func:`fastcoder.matmul.mark_one_row_rounding`;
 Qwen2.5-Coder-0.5B on a 2-vCPU AMD EPYC with AVX512-BF16: ``mlp.down_proj`` only), the
 rest of an AR step runs its 1 row (before the twenty-sixth session the whole forward was
-padded to 2 rows: AR steps 4-5% slower); where a linear layer is not packed every
+padded to 2 rows: AR steps 2.5-5% slower, docs/bench/ar1-s26); where a linear layer is not packed every
 forward runs at least 2 rows (:attr:`Verifier.min_rows`); every forward
 attends a width rounded up to WIDTH_ALIGN = 512 columns (SDPA's CPU kernel works in
 512-column blocks and a partial last block rounds by its length; extra, fully masked
@@ -66,7 +66,8 @@ rows (:func:`attention_rows`: the kernel cuts a head's query rows into blocks of
 and 14 rows of Qwen2.5-Coder-0.5B, 35 and 98 folded rows, gave other bits than AR's on
 113 of 120 and 33 of 84 rows, every other length from 2 to 16 the same bits; SmolLM2-135M's
 AR step, 3 folded rows, differed from every chain until its AR step attended 2 rows). Cost, measured on a 2-vCPU AMD EPYC with AVX512-BF16 (plain
-and invariant verifiers interleaved in one process): AR steps +4-11%, 16-row steps +0-9%
+and invariant verifiers interleaved in one process): AR steps +4-11% while they were padded
+to 2 rows, +0-3% since (docs/bench/ar1-s26), 16-row steps +0-9%
 (most where the width just passes a multiple of 512), a 1,900-token prefill +4%.
 The model is called through its public forward only: a 4D
 additive float mask and explicit position ids (transformers 5.x returns a 4D mask
@@ -82,6 +83,7 @@ import logging
 import math
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -750,10 +752,8 @@ class Verifier:
             status = {"mode": "eager", "captured": [], "failed": {}, "batch_invariant": self.invariant,
                       "exact_paths": self.exact_paths}
             if self.invariant:
-                kinds: dict[str, int] = {}
-                for name in self.one_row_padded:
-                    kinds[name.rsplit(".", 1)[-1]] = kinds.get(name.rsplit(".", 1)[-1], 0) + 1
-                status.update(min_rows=self.min_rows, one_row_as_two=kinds)
+                kinds = Counter(name.rsplit(".", 1)[-1] for name in self.one_row_padded)
+                status.update(min_rows=self.min_rows, one_row_as_two=dict(kinds))
             return status
         widths = self._widths if self.work is not None else []
         full = [b for b in self.buckets if widths and all((b, w) in self.graph_captured for w in widths)]
