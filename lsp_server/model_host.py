@@ -243,7 +243,7 @@ class ModelHost:
                 fim=self.loaded.fim is not None,
                 loadSeconds=self.load_s,
                 # CPU: packed linear weights or plain, and the probe it was chosen by
-                matmul=self.loaded.matmul and {k: self.loaded.matmul.get(k) for k in ("packed", "why")},
+                matmul=self.loaded.matmul and {k: self.loaded.matmul.get(k) for k in ("packed", "fused", "why")},
             )
         engine = self.engine
         if engine is not None:

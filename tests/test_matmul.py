@@ -47,6 +47,8 @@ def test_packed_steps_equal_unpacked_ones(arch, tiny_tokenizer):
     bonus token is the same."""
     model = _with_biases(build_model(arch, len(tiny_tokenizer), seed=3))
     packed = _packed_copy(model)
+    layers = model.config.num_hidden_layers  # q/k/v and gate/up of every layer run fused
+    assert sum(isinstance(m, matmul.FusedPackedLinear) for m in packed.modules()) == 2 * layers
     if arch == "llama":  # the tied lm_head weight is the embedding's, kept as it is
         assert packed.lm_head.weight is packed.model.embed_tokens.weight
     else:
@@ -132,13 +134,42 @@ def test_probe_times_plain_and_packed_per_dtype():
     assert all(v > 0 for rows in t.values() for v in rows.values())
 
 
+def test_fused_parts_give_each_sibling_its_own_output_whatever_the_call_order():
+    """q/k/v fused into one packed matmul: each part equals its own ``nn.Linear`` (fp32
+    rounding) called in the forward's order, alone, out of order, or on another input
+    than the one its siblings saw; the fused output is not kept after the last part."""
+    torch.manual_seed(0)
+    attn = torch.nn.Module()
+    attn.q_proj, attn.k_proj, attn.v_proj = (torch.nn.Linear(32, n) for n in (32, 8, 8))
+    attn.o_proj = torch.nn.Linear(32, 32, bias=False)  # not a sibling: packed alone
+    plain = copy.deepcopy(attn)
+    assert matmul.pack_linears(attn) == 4
+    fused = attn.qkv_proj
+    assert isinstance(fused, matmul.FusedPackedLinear) and type(attn.o_proj) is matmul.PackedLinear
+    assert [type(getattr(attn, n)) for n in ("q_proj", "k_proj", "v_proj")] == [matmul.FusedPart] * 3
+    assert torch.equal(attn.k_proj.weight, plain.k_proj.weight) and torch.equal(attn.v_proj.bias, plain.v_proj.bias)
+    x, y = torch.randn(1, 3, 32), torch.randn(1, 5, 32)
+
+    def close(name, inp):
+        got, want = getattr(attn, name)(inp), getattr(plain, name)(inp)
+        return got.shape == want.shape and torch.allclose(got, want, atol=1e-5, rtol=1e-5)
+
+    with torch.inference_mode():
+        assert all(close(n, x) for n in ("q_proj", "k_proj", "v_proj"))  # the forward's order
+        assert fused._kept.pair is None  # released after the last part
+        assert close("v_proj", y) and close("k_proj", x)  # alone, out of order
+        assert close("q_proj", x) and close("k_proj", y) and close("v_proj", y)  # another input
+    # the plain weights are dropped (the packed copy replaces them): the biases remain
+    assert fused._weight is None and sum(p.numel() for p in attn.parameters()) == 48
+
+
 def test_load_model_packs_on_request(tiny_model_dir):
     from fastcoder.models import load_model
 
     on = load_model(str(tiny_model_dir), dtype="float32", device="cpu", pack="on", progress=False)
     off = load_model(str(tiny_model_dir), dtype="float32", device="cpu", pack="off", progress=False)
     auto = load_model(str(tiny_model_dir), dtype="float32", device="cpu", progress=False)
-    assert on.matmul["packed"] and on.matmul["layers"] > 0 and matmul.is_packed(on.model)
+    assert on.matmul["packed"] and on.matmul["layers"] > 0 and matmul.is_packed(on.model) and on.matmul["fused"] > 0
     assert not off.matmul["packed"] and not matmul.is_packed(off.model)
     # a toy model's weights stay in the caches: auto does not probe it and keeps it plain
     assert auto.matmul["why"] == "not probed" and not matmul.is_packed(auto.model)

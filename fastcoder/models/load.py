@@ -196,9 +196,10 @@ def load_model(
         raise ModelError(f"could not load the model in {path}: {exc}") from exc
     model = model.to(dev).eval()
     if matmul_path is not None and matmul_path["packed"]:
-        from fastcoder.matmul import pack_linears
+        from fastcoder.matmul import FusedPackedLinear, pack_linears
 
         matmul_path["layers"] = pack_linears(model)
+        matmul_path["fused"] = sum(isinstance(m, FusedPackedLinear) for m in model.modules())
     from fastcoder.tokens import plain_twin
 
     plain_twin(tokenizer)  # made now, not in the first completion (see fastcoder.tokens)

@@ -332,7 +332,8 @@ def to_markdown(report: dict[str, Any], plots: Sequence[str] = ()) -> str:
                      + (f"; **capture failed** (those buckets ran eagerly): {failed}" if failed else ""))  # fmt: skip
     if mach.get("matmul"):
         mm = mach["matmul"]
-        lines.append(f"- matmul path: {mm.get('dtype')}, linear weights {'packed for oneDNN' if mm.get('packed') else 'plain'}"
+        fused = f", q/k/v and gate/up fused into {mm['fused']} layers" if mm.get("fused") else ""
+        lines.append(f"- matmul path: {mm.get('dtype')}, linear weights {'packed for oneDNN' if mm.get('packed') else 'plain'}{fused}"
                      f" (--pack-weights {mm.get('pack', 'auto')}; {mm.get('why', '')})")  # fmt: skip
     if spec.get("cost_curve") == "measure":
         lines.append("- the curve was measured afresh after the warm-up for this run (`--cost-curve measure`)")
