@@ -49,7 +49,7 @@ from fastcoder.verifier import KVState, Verifier
 
 log = logging.getLogger(__name__)
 
-CURVE_VERSION = 8  # bump when the measurement changes, so old curves are re-measured (8: AR steps run 1 row)
+CURVE_VERSION = 9  # bump when the measurement changes, so old curves are re-measured (8: AR steps run 1 row; 9: q/k/v and gate/up fused)
 LENGTHS = (512, 2048)
 """Attended lengths (cached rows) the curve is measured at."""
 CONTENDED = 0.7
