@@ -287,7 +287,14 @@ class StepBudget:
     CPU, where the trim keeps few nodes, it saves most of the drafting of nodes the trim
     throws away.
 
-    ``curve`` None (or ``adaptive`` False) keeps trees as drafted (and learns nothing)."""
+    ``curve`` None (or ``adaptive`` False) keeps trees as drafted (and learns nothing).
+
+    ``chain_only`` (the verifier's :attr:`~fastcoder.verifier.Verifier.exact_paths`: CPU
+    bf16, batch-invariant steps): the verifier accepts along the path of first children
+    only, and where the model's choice is another child that choice is the bonus token it
+    would be without that child; so every node off that path is a row verified for
+    nothing. :meth:`trim` then keeps the path of first children of the rescored tree (the
+    likeliest child at each depth) and prices and learns from that chain alone."""
 
     MAX_BACKOFF = 8
     REQUEST_SIZES = (8, 16, 32, 64)
@@ -303,8 +310,10 @@ class StepBudget:
         adaptive: bool = True,
         acceptance: AcceptanceModel | None = None,
         draft_cost: DraftCost | None = None,
+        chain_only: bool = False,
     ) -> None:
         self.curve = curve if adaptive else None
+        self.chain_only = chain_only
         self.acceptance = acceptance if acceptance is not None else AcceptanceModel()
         self.draft_cost = draft_cost if draft_cost is not None else DraftCost()
         self._want: int | None = None  # nodes worth drafting, judged on the last tree
@@ -326,10 +335,12 @@ class StepBudget:
         (None: the curve as measured) and holding ``extra_rows`` rows besides the root and
         the nodes (forced prompt tokens)."""
         self._shares = []
-        if self.curve is None or not len(tree):
+        if not len(tree):
             return tree
+        if self.curve is None:
+            return self._chain(tree, [])[0]
         curve = self.curve if length is None else self.curve.at(length)
-        tree, shares = self.acceptance.rescore(tree)
+        tree, shares = self._chain(*self.acceptance.rescore(tree))
         k = curve.best_size(tree.probs, extra_rows=extra_rows)
         ab = self.draft_cost.coefficients()
         if ab is not None:  # how many of these nodes were worth drafting at all
@@ -341,6 +352,15 @@ class StepBudget:
             self._backoff = min(self.MAX_BACKOFF, max(1, 2 * self._backoff))
             self._idle = self._backoff
         return tree
+
+    def _chain(self, tree: DraftTree, shares: list[float]) -> tuple[DraftTree, list[float]]:
+        """``tree`` cut to its path of first children where :attr:`chain_only`."""
+        if not self.chain_only:
+            return tree, shares
+        path = tree.first_path()
+        if len(path) == len(tree):
+            return tree, shares
+        return tree.permute(path), [shares[i] for i in path if i < len(shares)]
 
     def request(self, limit: int) -> int:
         """How many nodes to ask the drafter for (at most ``limit``)."""

@@ -54,6 +54,12 @@ class DecodeConfig:
     (``budget.StepBudget.request``)."""
     max_draft_depth: int = 16
     """Longest root-to-leaf path in a draft tree."""
+    side_branches: bool = False
+    """Verify the nodes off the path of first children too where the verifier accepts along
+    that path only (batch-invariant CPU bf16 steps, ``Verifier.exact_paths``). There such a
+    node can never be accepted (where the model picks it, that pick is the bonus token
+    anyway), so by default the tree is cut to that path (``budget.StepBudget``). True only
+    to measure what the cut gives."""
     prune_at_line_end: bool = True
     """Draft nothing below a token that holds a newline while the stop rule ends the
     output at a newline (single-line completions). False only to measure what it gives."""

@@ -153,7 +153,7 @@ def generate(
         if out:  # the prefill's token is output too: drafters must see it
             drafter.update(st, DraftTree(), [], list(out))
         budget = StepBudget(cost_curve, config.max_draft_tokens is None and drafter.adaptive_budget, session.acceptance,
-                            session.draft_cost)  # fmt: skip
+                            session.draft_cost, chain_only=getattr(verifier, "exact_paths", False) and not config.side_branches)  # fmt: skip
         split = getattr(verifier, "last_split", None) is not None
         t_decode = time.perf_counter()  # the time budget counts from here: a cold prefill is not decoding
         while not done:

@@ -70,6 +70,20 @@ class DraftTree:
             stack.extend(kids[i + 1][::-1])
         return order
 
+    def first_path(self) -> list[int]:
+        """The path of first children from the root (each node's child of lowest index:
+        in the best-first order the budget and the trie give, the likeliest), as node
+        indices: what a batch-invariant verifier can accept (:attr:`Verifier.exact_paths`)."""
+        first: dict[int, int] = {}
+        for i, p in enumerate(self.parents):
+            first.setdefault(p, i)
+        path = []
+        node = first.get(-1)
+        while node is not None:
+            path.append(node)
+            node = first.get(node)
+        return path
+
     def permute(self, order: list[int]) -> "DraftTree":
         """The nodes ``order`` (old indices) as a tree in that order: a reordering, or a
         subset that keeps every kept node's parent (parents must come first)."""

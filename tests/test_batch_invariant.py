@@ -110,6 +110,41 @@ def test_fastcoder_bf16_output_is_ar_output(qwen_shaped, tiny_tokenizer):
             assert gen.stats.forward_steps < len(ar)  # drafts were accepted: tree buckets ran
 
 
+def test_trees_an_exact_path_verifier_gets_are_chains(qwen_shaped, tiny_tokenizer):
+    """The verifier accepts along the path of first children only (``exact_paths``), so
+    the decode loop sends it that path alone: no step verifies a side branch (with
+    ``side_branches`` some do: the drafts here branch), and the output is AR's either way."""
+    engine = Engine(qwen_shaped, tiny_tokenizer, name="qwen-shaped-bf16")
+    assert engine.verifier.exact_paths
+    rng = random.Random(7)
+    prompt = [rng.randrange(4, 600) for _ in range(200)]
+    ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=40)).tokens
+    buffers = NgramIndex(key_len=2)
+    for cut in (8, 16, 24):  # continuations that leave AR's at three places: branches
+        buffers.add(prompt[-50:] + ar[:cut] + [rng.randrange(4, 600) for _ in range(6)])
+    buffers.add(prompt[-50:] + ar)
+    seen: list[DraftTree] = []
+    step = engine.verifier.step
+
+    def spy(kv, root, tree, **kw):
+        seen.append(tree)
+        return step(kv, root, tree, **kw)
+
+    engine.verifier.step = spy
+    try:
+        branched = {}
+        for side in (False, True):
+            seen.clear()
+            gen = engine.generate(prompt, DecodeConfig(method="fastcoder", max_new_tokens=40, max_draft_tokens=32,
+                                                       side_branches=side), sources=Sources(buffers=buffers))  # fmt: skip
+            assert gen.tokens == ar
+            branched[side] = sum(len(t.first_path()) < len(t) for t in seen)
+            assert any(len(t) for t in seen)
+    finally:
+        del engine.verifier.step
+    assert branched[False] == 0 and branched[True] > 0
+
+
 def _branching_step(v: Verifier, kv: KVState, saved, ids: list[int], toks: list[int], pos: int, depth: int,
                     decoy_first: bool) -> list[tuple[int, int]]:
     """One step over AR's next ``depth`` tokens, each drafted beside a decoy sibling, from

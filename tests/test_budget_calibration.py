@@ -43,6 +43,23 @@ def test_accepted_chains_earn_deeper_trees() -> None:
     assert budget.acceptance.q(2, 1.0) > 0.9
 
 
+def test_a_chain_only_budget_keeps_the_likeliest_path_alone() -> None:
+    """Where the verifier accepts along the path of first children only (``exact_paths``)
+    the budget cuts the rescored tree to that path, adaptive or fixed; elsewhere the
+    siblings stay (a flat curve keeps every node it can)."""
+    # root -> a(0) -> b(1) -> c(2); root -> x(3) (a decoy beside a); a -> y(4)
+    tree = DraftTree([10, 11, 12, 20, 21], [-1, 0, 1, -1, 0], [1, 2, 3, 1, 2], ["s"] * 5, [0.9, 0.9, 0.9, 0.1, 0.05])
+    flat = CostCurve(ks=[0, 7, 15], seconds=[0.05, 0.05, 0.05])
+    assert len(StepBudget(flat).trim(tree)) == 5
+    chain = StepBudget(flat, chain_only=True).trim(tree)
+    assert chain.tokens == [10, 11, 12] and chain.parents == [-1, 0, 1]
+    assert StepBudget(None, chain_only=True).trim(tree).tokens == [10, 11, 12]  # no curve: cut too
+    assert StepBudget(None).trim(tree) is tree
+    budget = StepBudget(flat, chain_only=True)
+    budget.observe(budget.trim(tree), [0, 1])  # learns from the chain's nodes only
+    assert sum(seen for seen, _ in budget.acceptance.cells.values()) == 3
+
+
 def test_only_tested_nodes_are_counted() -> None:
     m = AcceptanceModel()
     # root -> a (0) -> b (1); root -> c (2): a rejected, so b was never tested

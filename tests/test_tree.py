@@ -104,3 +104,5 @@ def test_depth_first_lays_the_first_children_path_out_contiguously():
     assert p.depths == [1, 2, 3, 2, 1, 2]
     assert DraftTree.chain([1, 2, 3], "s").depth_first() == [0, 1, 2]
     assert DraftTree().depth_first() == []
+    assert tree.first_path() == [0, 2, 4]  # the first children from the root: a, c, e
+    assert DraftTree.chain([1, 2, 3], "s").first_path() == [0, 1, 2] and DraftTree().first_path() == []

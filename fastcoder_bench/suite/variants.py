@@ -34,6 +34,8 @@ ABLATIONS: dict[str, tuple[str, dict]] = {
     "fastcoder-no-cache": ("without the CACHE", {"use_cache": False}),
     "fastcoder-no-skip": ("without skip tokens and the missing table", {"use_skip": False, "use_missing_table": False}),
     "fastcoder-no-context": ("without the live context", {"use_context": False}),
+    "fastcoder-branches": ("with the side branches a batch-invariant verifier cannot accept (verified before 2026-11-27)",
+                           {"side_branches": True}),
     "fastcoder-n2": ("with matches of two tokens or more only (n_min 2, the default before 2026-11-24)", {"n_min": 2}),
 }
 """Each ablation may also be named in ``--methods`` alone (``--ablate`` runs them all)."""

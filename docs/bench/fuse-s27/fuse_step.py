@@ -5,6 +5,7 @@ steps interleaved (median of 20); "same step result": the same accepted path, bo
 and logits, bit for bit (twenty-seventh session)::
 
     python docs/bench/fuse-s27/fuse_step.py [CTX ...]
+    DTYPE=float32 python docs/bench/fuse-s27/fuse_step.py 500   # the float32 packed path
 """
 import os, statistics, sys, torch
 sys.path.insert(0, os.getcwd())
@@ -13,12 +14,13 @@ from fastcoder.trie import DraftTree
 from fastcoder.verifier import KVState, Verifier
 from fastcoder_bench.probes.timing import interleaved_ms
 from fastcoder import matmul
+DTYPE = os.environ.get("DTYPE", "bfloat16")
 real_pack = matmul.pack_linears
 matmul.pack_linears = lambda m, fuse=False: real_pack(m, fuse=False)
-sep = load_model("qwen2.5-coder-0.5b", dtype="bfloat16", device="cpu", pack="on", progress=False).model
+sep = load_model("qwen2.5-coder-0.5b", dtype=DTYPE, device="cpu", pack="on", progress=False).model
 matmul.pack_linears = real_pack
-fus = load_model("qwen2.5-coder-0.5b", dtype="bfloat16", device="cpu", pack="on", progress=False).model
-print("fused layers:", sum(isinstance(m, matmul.FusedPackedLinear) for m in fus.modules()), "separate:", sum(isinstance(m, matmul.FusedPackedLinear) for m in sep.modules()))
+fus = load_model("qwen2.5-coder-0.5b", dtype=DTYPE, device="cpu", pack="on", progress=False).model
+print(DTYPE, "fused layers:", sum(isinstance(m, matmul.FusedPackedLinear) for m in fus.modules()), "separate:", sum(isinstance(m, matmul.FusedPackedLinear) for m in sep.modules()))
 vs = {"separate": Verifier(sep), "fused": Verifier(fus)}
 print({k: v.graph_status().get("one_row_as_two") for k, v in vs.items()}, "load", os.getloadavg())
 g = torch.Generator().manual_seed(0)
