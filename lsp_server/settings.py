@@ -16,7 +16,8 @@ model              ``qwen2.5-coder-0.5b``       builtin name, local HF folder, .
 dtype              ``auto``                     auto, float32, bfloat16
 device             ``auto``                     auto, cpu, cuda, cuda:N
 packWeights        ``auto``                     CPU: pack the linear weights for oneDNN (auto: where a
-                                                probe at load measured it faster; on, off). With dtype
+                                                probe at load measured it faster; on, off; packed, q/k/v
+                                                and gate/up run as one matmul each). With dtype
                                                 auto the same probe keeps bfloat16 only where it pays
                                                 (fastcoder/matmul.py)
 method             ``fastcoder``                ar, pld, rest, fastcoder, reuse (the drafter)
