@@ -132,10 +132,12 @@ class FusedPackedLinear(PackedLinear):
     gate and up (896 -> 9,728) instead of five calls reads the same weights with fewer,
     larger kernels: the 24 layers' linear time of a 1-row step 13.9 -> 12.8 ms, 1-16 rows
     0.91-0.95x; whole batch-invariant steps 0.94-0.99x at 1-16 rows, 500 and 1,900 cached
-    rows (2-vCPU AMD EPYC avx512_bf16, no AMX; ``docs/bench/fuse-s27``). The bf16 logits
-    were bit-identical to the separate calls' there (the kernels sum each output column
-    over the same inputs in the same order); float32 ones may differ by rounding. Batch invariance is probed on
-    the fused shapes like any other (:func:`mark_one_row_rounding`).
+    rows (2-vCPU AMD EPYC avx512_bf16, no AMX; ``docs/bench/fuse-s27``). The logits were
+    bit-identical to the separate calls' there, in bf16 and in float32 (the kernels sum
+    each output column over the same inputs in the same order); another CPU's kernels may
+    round them otherwise, which changes no guarantee: AR and the trees run the same fused
+    model, and batch invariance is probed on the fused shapes like any other
+    (:func:`mark_one_row_rounding`).
 
     How the siblings share one call: the forward calls them in order on the same tensor
     (``self.q_proj(h)``, ``self.k_proj(h)``, ``self.v_proj(h)``). The first part computes
