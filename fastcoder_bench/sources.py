@@ -278,6 +278,7 @@ def _replay(args: argparse.Namespace) -> dict:
     from fastcoder_bench.suite.projects import load_projects
     from fastcoder_bench.suite.runner import Harness, read_results
     from fastcoder.config import DecodeConfig
+    from fastcoder.datastore import clear_memos
     from fastcoder.decode import generate
     from fastcoder.drafters import Sources, make_drafter
     from fastcoder.engine import Engine
@@ -358,7 +359,9 @@ def _replay(args: argparse.Namespace) -> dict:
             method = roles[nm][2]
             cfg = DecodeConfig(method=method, max_new_tokens=n, seed=args.seed)
             ses = sessions.setdefault((nm, task.group or ""), Session(cfg))
-            drafter = make_drafter(cfg, sources_for(nm, task.group, dr), pool=engine.pool)
+            srcs = sources_for(nm, task.group, dr)
+            clear_memos(*(s.store for s in srcs if hasattr(s, "store")))  # each variant drafts equally cold
+            drafter = make_drafter(cfg, srcs, pool=engine.pool)
             oracle = ReplayVerifier(ref, eos, max_nodes=engine.verifier.max_nodes, exact_paths=engine.verifier.exact_paths)
             gen = generate(oracle, tok, drafter, ids, cfg, session=ses, stop_fn=task.stop_fn(), cost_curve=curve)
             if list(gen.tokens) != list(ref):

@@ -139,3 +139,23 @@ def test_a_stores_answers_are_kept_for_a_repeated_range_and_equal_fresh_ones():
         assert (a.match_len, a.nodes, a.total) == (b.match_len, b.nodes, b.total)
         again = search([(store, dead)], ctx, n_min=1)
         assert (again.match_len, again.nodes, again.total) == (a.match_len, a.nodes, a.total)
+
+
+def test_clear_memos_empties_every_memo_a_store_holds():
+    """A benchmark starts each method's run as cold as the others' (``clear_memos``): the
+    continuation memo of a store, of each shard of a sharded store, None skipped."""
+    from types import SimpleNamespace
+
+    from fastcoder.datastore import clear_memos
+
+    a = TokenDatastore.build([[1, 2, 3, 4, 1, 2, 3, 5]])
+    b = TokenDatastore.build([[7, 8, 9, 7, 8, 6]])
+    for store, ctx in ((a, [1, 2]), (b, [7, 8])):
+        store.retrieve(ctx, n_min=1)
+        store.retrieve(ctx, n_min=1)
+        assert store.memo.hits >= 1 and len(store.memo._items) > 0
+    clear_memos(a, None, SimpleNamespace(shards=[b]))
+    assert not a.memo._items and not b.memo._items
+    hits = a.memo.hits
+    a.retrieve([1, 2], n_min=1)
+    assert a.memo.hits == hits  # searched again, not remembered

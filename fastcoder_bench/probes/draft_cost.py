@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from fastcoder.budget import CostCurve, StepBudget
+from fastcoder.datastore import clear_memos
 from fastcoder.drafters import Sources
 from fastcoder.models import tokenizer_fingerprint
 from fastcoder.session import Session
@@ -96,6 +97,7 @@ def main() -> None:
                 ses = sessions.setdefault(rec["task"].get("group"), Session(cfg))
                 if prof is not None and rep == args.repeats - 1:
                     prof.enable()
+                clear_memos(drs[rec["id"]], dc)  # serial and pooled runs draft equally cold
                 t0 = time.perf_counter()
                 gen = replay_task(rec, cfg, Sources(dr=drs[rec["id"]], dc=dc), tok, curve, ses, pool=pool if pooled else None)
                 wall += time.perf_counter() - t0

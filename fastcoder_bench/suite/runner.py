@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from fastcoder.datastore import clear_memos
 from fastcoder_bench.suite.tasks import BenchTask
 from fastcoder_bench.suite.variants import Variant
 from fastcoder.errors import FastCoderError
@@ -259,6 +260,7 @@ class Harness:
                 results[v.name] = self.run_hf(v, ids, task, self.max_new_tokens)
                 continue
             session = self.session_for(v, task)
+            clear_memos(dr, self.dc)  # no method drafts faster for another's searches on this task
             gc.collect()
             gen = self.engine.generate(ids, v.config, session=session, sources=self.sources(v, dr), stop_fn=task.stop_fn())
             session.kv.reset()  # no KV prefix reuse across tasks: every prefill is a full prefill

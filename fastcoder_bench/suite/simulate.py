@@ -152,6 +152,7 @@ def simulate_dir(out: Path, budgets: Sequence[int | None] = (None, 8, 16, 32, 64
     from fastcoder_bench.suite.tasks import make_repo_task
     from fastcoder_bench.suite.variants import make_variants
     from fastcoder.budget import CostCurve
+    from fastcoder.datastore import clear_memos
     from fastcoder.drafters import Sources
     from fastcoder.errors import FastCoderError
     from indexer.tokenizing import load_tokenizer
@@ -209,7 +210,9 @@ def simulate_dir(out: Path, budgets: Sequence[int | None] = (None, 8, 16, 32, 64
             cfg = v.config.replace(max_draft_tokens=b)
 
             def sources_for(rec, v=v):
-                return Sources(dr=dr_of(rec) if v.use_dr else None, dc=dc if v.use_dc else None)
+                dr = dr_of(rec) if v.use_dr else None
+                clear_memos(dr, dc)  # each variant's drafting starts as cold on each task
+                return Sources(dr=dr, dc=dc if v.use_dc else None)
 
             r = replay(records, v.name, cfg, sources_for, tokenizer, curve, session_mode=spec.get("session", "per-project"),
                        exact_paths=exact_paths)  # fmt: skip
