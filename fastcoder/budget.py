@@ -360,7 +360,7 @@ class StepBudget:
         path = tree.first_path()
         if len(path) == len(tree):
             return tree, shares
-        return tree.permute(path), [shares[i] for i in path if i < len(shares)]
+        return tree.permute(path), ([shares[i] for i in path] if shares else [])  # no shares: no curve
 
     def request(self, limit: int) -> int:
         """How many nodes to ask the drafter for (at most ``limit``)."""
