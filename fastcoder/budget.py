@@ -287,7 +287,8 @@ class StepBudget:
     CPU, where the trim keeps few nodes, it saves most of the drafting of nodes the trim
     throws away.
 
-    ``curve`` None (or ``adaptive`` False) keeps trees as drafted (and learns nothing).
+    ``curve`` None (or ``adaptive`` False) keeps trees as drafted (and learns nothing), cut to
+    the path below where ``chain_only``.
 
     ``chain_only`` (the verifier's :attr:`~fastcoder.verifier.Verifier.exact_paths`: CPU
     bf16, batch-invariant steps): the verifier accepts along the path of first children
