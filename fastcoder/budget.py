@@ -49,7 +49,7 @@ from fastcoder.verifier import KVState, Verifier
 
 log = logging.getLogger(__name__)
 
-CURVE_VERSION = 9  # bump when the measurement changes, so old curves are re-measured (8: AR steps run 1 row; 9: q/k/v and gate/up fused)
+CURVE_VERSION = 10  # bump when the measurement changes, so old curves are re-measured (8: AR steps run 1 row; 9: q/k/v and gate/up fused; 10: each timed step after one of its size)
 LENGTHS = (512, 2048)
 """Attended lengths (cached rows) the curve is measured at."""
 CONTENDED = 0.7
@@ -398,7 +398,15 @@ def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5) -> Cost
 
     The sizes are interleaved over ``rounds`` rounds and each keeps its minimum: load
     from other processes only ever adds time, so the minimum is the least disturbed
-    sample. The curve is then made non-decreasing (c(k) = max over j <= k of c(j)).
+    sample. Each timed step follows an untimed step of the same size, as a decode's steps
+    follow steps of about their own size: a step right after a much larger one costs more
+    (glibc gave the larger step's temporaries back to the system, and the next step
+    faults its pages in again). Measured on a 2-vCPU AMD EPYC (avx512_bf16, Qwen2.5-Coder-
+    0.5B bf16, 1,900 cached rows): 1 row 31.3 ms after 1-row steps, 35.7 ms right after a
+    128-row step; 4 rows 34.8 vs 38.9. Before this warm step every round timed c(0) right
+    after c(127), and the curve priced 4 rows at 1.00-1.03x one row where real steps cost
+    1.11x (twenty-eighth session, ``docs/bench/curve-s28``). The curve is then made
+    non-decreasing (c(k) = max over j <= k of c(j)).
     """
     padded = bool(getattr(verifier, "padded", True))
     ks = [b - 1 for b in verifier.buckets]
@@ -411,14 +419,14 @@ def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5) -> Cost
     verifier.prefill(kv, ids[:context_len], reserve=max(ks) + 1)
     base = len(kv.ids)
     best = [float("inf")] * len(ks)
-    for rnd in range(rounds + 1):
+    for _ in range(rounds):
         for j, k in enumerate(ks):
             tree = DraftTree.chain(ids[context_len + 1 : context_len + 1 + k], "probe")
+            verifier.step(kv, ids[context_len], tree)  # untimed: the step before is of this size
+            kv.truncate(base)
             t0 = time.perf_counter()
             verifier.step(kv, ids[context_len], tree)
-            dt = time.perf_counter() - t0
-            if rnd > 0:  # round 0 is the warm-up
-                best[j] = min(best[j], dt)
+            best[j] = min(best[j], time.perf_counter() - t0)
             kv.truncate(base)  # roll back whatever the step kept
     for j in range(1, len(best)):  # non-decreasing: a lucky low sample at a large k must
         best[j] = max(best[j], best[j - 1])  # not make the smaller ks look as cheap

@@ -7,6 +7,7 @@ whole cache) lives on only as ``tests/eager_reference.py``, the reference here.
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 import torch
@@ -269,6 +270,39 @@ def test_cost_curve_measures_whole_steps_per_bucket(tiny_model):
 
     curve = measure_lengths(v, lengths=(32, 96, 5000), rounds=1)
     assert curve.context_len == 32 and list(curve.by_length) == [96] and len(curve.by_length[96]) == 3
+
+
+def test_each_timed_step_of_the_cost_curve_follows_a_step_of_its_size(tiny_model, monkeypatch):
+    """A step right after a much larger one costs more (its pages are faulted in again), so
+    the curve times every size right after an untimed step of that size, as a decode's steps
+    follow steps of about their own size, never right after the largest size."""
+    import types
+
+    from fastcoder import budget
+
+    v = Verifier(tiny_model, buckets=(1, 4, 8))
+    events: list = []
+    real_step = v.step
+
+    def step(kv, root, tree, **kw):
+        events.append(len(tree))
+        return real_step(kv, root, tree, **kw)
+
+    def clock():
+        events.append("clock")
+        return time.perf_counter()
+
+    v.step = step
+    monkeypatch.setattr(budget, "time", types.SimpleNamespace(perf_counter=clock))
+    curve = budget.measure(v, context_len=32, rounds=2)
+    clocks, timed = 0, []
+    for i, e in enumerate(events):
+        if e == "clock":
+            clocks += 1
+        elif clocks % 2:  # between a start and a stop
+            timed.append(i)
+    assert [events[i] for i in timed] == curve.ks * 2  # every size timed once per round, in order
+    assert all(events[i - 2] == events[i] for i in timed)  # right after an untimed step of its size
 
 
 def test_time_split_sums_to_the_decode_time(tiny_model, tiny_tokenizer):
