@@ -60,6 +60,10 @@ class DecodeConfig:
     node can never be accepted (where the model picks it, that pick is the bonus token
     anyway), so by default the tree is cut to that path (``budget.StepBudget``). True only
     to measure what the cut gives."""
+    source_agreement: bool = True
+    """The draft budget's acceptance model tells nodes that several sources drafted from
+    those one source drafted (``budget.AcceptanceModel``). False only to measure what it
+    gives."""
     prune_at_line_end: bool = True
     """Draft nothing below a token that holds a newline while the stop rule ends the
     output at a newline (single-line completions). False only to measure what it gives."""

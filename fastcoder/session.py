@@ -64,7 +64,7 @@ class Session:
         self.spare = KVState()  # filled ahead of time by a caller; swapped in by take_longest
         # how likely drafts are to be accepted, learned by the draft budget
         # (budget.AcceptanceModel), carried from one generation to the next
-        self.acceptance = AcceptanceModel()
+        self.acceptance = AcceptanceModel(cfg.source_agreement)
         self.draft_cost = DraftCost()  # drafting seconds per requested node (budget.DraftCost)
         # what a draft source keeps of this document between generations, by source name
         # (the live context's index, cut back to the next prompt's shared prefix)
@@ -77,7 +77,7 @@ class Session:
         self.weights.clear()
         self.kv.reset()
         self.spare.reset()
-        self.acceptance = AcceptanceModel()
+        self.acceptance = AcceptanceModel(self.acceptance.agreement)
         self.draft_cost = DraftCost()
         self.source_state.clear()
 

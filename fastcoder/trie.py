@@ -26,8 +26,9 @@ class DraftTree:
 
     Node ``i`` has token ``tokens[i]``, parent ``parents[i]`` (-1 = the root,
     otherwise an index < i), ``depths[i]`` (1 for children of the root),
-    ``sources[i]`` (which source drafted it) and ``probs[i]`` (estimated chance
-    that the path to it is accepted).
+    ``sources[i]`` (which source drafted it), ``probs[i]`` (estimated chance
+    that the path to it is accepted) and ``agree[i]`` (how many sources drafted the
+    path to it; empty: not known, taken as 1).
     """
 
     tokens: list[int] = field(default_factory=list)
@@ -35,6 +36,7 @@ class DraftTree:
     depths: list[int] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     probs: list[float] = field(default_factory=list)
+    agree: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -52,7 +54,7 @@ class DraftTree:
 
     def truncate(self, k: int) -> "DraftTree":
         """The first k nodes (still a tree: parents come before children)."""
-        return DraftTree(self.tokens[:k], self.parents[:k], self.depths[:k], self.sources[:k], self.probs[:k])
+        return DraftTree(self.tokens[:k], self.parents[:k], self.depths[:k], self.sources[:k], self.probs[:k], self.agree[:k])
 
     def depth_first(self) -> list[int]:
         """The nodes in depth-first preorder, each node's children in index order (the
@@ -94,6 +96,7 @@ class DraftTree:
             [self.depths[i] for i in order],
             [self.sources[i] for i in order],
             [self.probs[i] for i in order],
+            [self.agree[i] for i in order] if self.agree else [],
         )
 
     def limit_depth(self, depth: int, stop_ids: Collection[int] = ()) -> "DraftTree":
@@ -150,6 +153,7 @@ class WeightedTrie:
         self.weighting = weighting
         self.weight: dict[Path_, float] = {}
         self.best_source: dict[Path_, tuple[float, str]] = {}
+        self.agree: dict[Path_, int] = {}  # how many sources drafted each path
 
     def __bool__(self) -> bool:
         return bool(self.weight)
@@ -167,6 +171,7 @@ class WeightedTrie:
         for path, count in nodes:
             w = count * scale
             self.weight[path] = self.weight.get(path, 0.0) + w
+            self.agree[path] = self.agree.get(path, 0) + 1
             prev = self.best_source.get(path)
             if prev is None or w > prev[0]:
                 self.best_source[path] = (w, source)
@@ -199,6 +204,7 @@ class WeightedTrie:
             tree.depths.append(len(path))
             tree.sources.append(self.best_source[path][1])
             tree.probs.append(min(1.0, -negw / norm))
+            tree.agree.append(self.agree[path])
             for child in children.get(path, []):
                 heapq.heappush(heap, (-self.weight[child], order, child))
                 order += 1

@@ -7,6 +7,7 @@ import random
 import pytest
 
 from fastcoder.budget import AcceptanceModel, CostCurve, StepBudget
+from fastcoder.config import DecodeConfig
 from fastcoder.session import Session
 from fastcoder.trie import DraftTree, WeightedTrie
 
@@ -16,31 +17,55 @@ CURVE = CostCurve(ks=[0, 3, 7, 15, 31], seconds=[0.10, 0.21, 0.22, 0.29, 0.37])
 FLAT = CostCurve(ks=[0, 3, 7, 15, 31], seconds=[0.052, 0.052, 0.060, 0.088, 0.135])
 
 
-def _chain(n: int) -> DraftTree:
-    return DraftTree.chain(range(100, 100 + n), "context", prob=1.0)
+def _chain(n: int, agree: int = 1) -> DraftTree:
+    tree = DraftTree.chain(range(100, 100 + n), "context", prob=1.0)
+    tree.agree = [agree] * n  # drafted by this many sources
+    return tree
 
 
 def test_rejected_trees_are_trimmed_to_nothing() -> None:
     budget = StepBudget(CURVE)
-    assert len(budget.trim(_chain(31))) > 0  # fresh: trusts a one-source chain enough to draft
-    for _ in range(20):
-        tree = budget.trim(_chain(31))
+    assert len(budget.trim(_chain(31, agree=3))) > 0  # fresh: trusts a chain three sources drafted enough to draft
+    assert len(budget.trim(_chain(31, agree=1))) == 0  # not one that one source drafted, where a tree costs 2 steps
+    for _ in range(60):
+        tree = budget.trim(_chain(31, agree=3))
         if not len(tree):
             break
         budget.observe(tree, [])  # its first node never accepted
-    assert len(budget.trim(_chain(31))) == 0  # no tree pays any more: draft nothing
-    assert budget.acceptance.q(1, 1.0) < AcceptanceModel.PRIOR_SCALE  # learned down from the prior
+    assert len(budget.trim(_chain(31, agree=3))) == 0  # no tree pays any more: draft nothing
+    assert budget.acceptance.q(1, 1.0, 3) < AcceptanceModel.PRIOR_SCALES[2]  # learned down from the prior
 
 
 def test_accepted_chains_earn_deeper_trees() -> None:
     budget = StepBudget(FLAT)
-    fresh = len(budget.trim(_chain(31)))
-    assert fresh == 3  # 0.6, 0.36, 0.22 expected tokens: free in bucket 4, not worth bucket 8
+    assert len(budget.trim(_chain(31))) == 3  # one source: 0.4, 0.16, 0.06 expected tokens: free in bucket 4, not worth 8
+    fresh = len(budget.trim(_chain(31, agree=2)))
+    assert fresh == 7  # two sources: 0.7, 0.49, 0.34, ...: bucket 8, not 16
     for _ in range(30):
-        tree = budget.trim(_chain(31))
+        tree = budget.trim(_chain(31, agree=2))
         budget.observe(tree, list(range(len(tree))))  # always all accepted
-    assert len(budget.trim(_chain(31))) > fresh
-    assert budget.acceptance.q(2, 1.0) > 0.9
+    assert len(budget.trim(_chain(31, agree=2))) > fresh
+    assert budget.acceptance.q(2, 1.0, 2) > 0.9
+
+
+def test_nodes_several_sources_drafted_are_trusted_more_and_learned_apart() -> None:
+    m = AcceptanceModel()
+    assert m.q(1, 0.9, 1) < m.q(1, 0.9, 2) < m.q(1, 0.9, 3) == m.q(1, 0.9, 7)  # 3 or more: one cell
+    # root -> a (share 0.55, one source) | b (share 0.45, two sources): b first
+    tree = DraftTree([10, 20], [-1, -1], [1, 1], ["D_r", "context"], [0.55, 0.45], [1, 2])
+    out, shares = m.rescore(tree)
+    assert out.tokens == [20, 10] and out.agree == [2, 1] and shares == [0.45, 0.55]
+    m.observe(out.depths, out.parents, shares, [0], out.agree)  # b accepted, a not tested? both are root children
+    assert m.cells[m._cell(1, 0.45, 2)] == [1, 1] and m.cells[m._cell(1, 0.55, 1)] == [1, 0]
+    old = AcceptanceModel(agreement=False)  # the model before: one cell whatever the agreement, prior 0.6
+    assert old.q(1, 1.0, 1) == old.q(1, 1.0, 3) == 0.6
+    assert old.rescore(tree)[0].tokens == [10, 20]
+    assert Session(DecodeConfig(source_agreement=False)).acceptance.agreement is False
+    session = Session()
+    assert session.acceptance.agreement is True
+    session.acceptance.agreement = False
+    session.reset()
+    assert session.acceptance.agreement is False  # a reset keeps the session's kind of model
 
 
 def test_a_chain_only_budget_keeps_the_likeliest_path_alone() -> None:
@@ -97,13 +122,13 @@ def test_rescore_keeps_the_tree_and_orders_it_best_first() -> None:
         assert all(a >= b for a, b in zip(out.probs, out.probs[1:]))  # best-first
         assert len(shares) == len(out) and all(0.0 <= s <= 1.0 for s in shares)
         for i, p in enumerate(out.parents):  # a path's chance is its parent's times the node's
-            assert abs(out.probs[i] - m.q(out.depths[i], shares[i]) * (out.probs[p] if p >= 0 else 1.0)) < 1e-12
+            assert abs(out.probs[i] - m.q(out.depths[i], shares[i], out.agree[i]) * (out.probs[p] if p >= 0 else 1.0)) < 1e-12
 
 
 def test_session_carries_the_model_and_reset_forgets_it() -> None:
     session = Session()
     budget = StepBudget(CURVE, acceptance=session.acceptance)
-    tree = budget.trim(_chain(31))
+    tree = budget.trim(_chain(31, agree=3))
     budget.observe(tree, [])
     assert session.acceptance.cells  # learned into the session's model
     assert StepBudget(CURVE, acceptance=session.acceptance).acceptance is session.acceptance

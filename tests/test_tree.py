@@ -81,6 +81,14 @@ def test_kv_compaction_then_decoding_matches_sequential(tiny_model):
     assert step2.bonus == ar[5]
 
 
+def _path(tree: DraftTree, i: int) -> list[int]:
+    out = []
+    while i >= 0:
+        out.append(i)
+        i = tree.parents[i]
+    return out[::-1]
+
+
 def test_trie_weights_and_selection():
     trie = WeightedTrie(weighting="count")
     trie.add([((1,), 3), ((1, 2), 2), ((4,), 1)], "D_r", weight=1.0)
@@ -89,6 +97,14 @@ def test_trie_weights_and_selection():
     assert tree.tokens == [4, 4 + 1, 1]  # weights 6, 5, 3
     assert tree.parents == [-1, 0, -1]
     assert tree.sources == ["D_c", "D_c", "D_r"]
+    assert tree.agree == [2, 1, 1]  # (4,) drafted by both sources
+    both = WeightedTrie()
+    both.add([((1,), 3), ((1, 2), 2), ((4,), 1)], "D_r")
+    both.add([((1,), 1), ((1, 3), 1)], "context")
+    t = both.select(4)
+    agree = {tuple(t.tokens[j] for j in _path(t, i)): a for i, a in enumerate(t.agree)}
+    assert agree == {(1,): 2, (1, 2): 1, (1, 3): 1, (4,): 1}  # how many sources drafted each path
+    assert t.permute([0, 1]).agree == t.agree[:2] and t.truncate(1).agree == t.agree[:1]
     freq = WeightedTrie(weighting="freq")
     freq.add([((1,), 3), ((2,), 1)], "a", weight=1.0)  # frequencies 0.75 / 0.25
     freq.add([((2,), 1)], "b", weight=1.0)  # frequency 1.0

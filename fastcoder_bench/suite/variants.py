@@ -36,6 +36,8 @@ ABLATIONS: dict[str, tuple[str, dict]] = {
     "fastcoder-no-context": ("without the live context", {"use_context": False}),
     "fastcoder-branches": ("with the side branches a batch-invariant verifier cannot accept (verified before 2026-11-27)",
                            {"side_branches": True}),
+    "fastcoder-no-agree": ("with the draft budget blind to how many sources drafted a node (before 2026-11-27)",
+                           {"source_agreement": False}),
     "fastcoder-n2": ("with matches of two tokens or more only (n_min 2, the default before 2026-11-24)", {"n_min": 2}),
 }
 """Each ablation may also be named in ``--methods`` alone (``--ablate`` runs them all)."""
