@@ -12,6 +12,13 @@ nothing held the memory. The host limits glibc to :data:`MALLOC_ARENAS` arenas a
 returns free memory to the system (``malloc_trim``) when the model thread falls idle,
 at most once per :data:`TRIM_EVERY_S` seconds (no-ops without glibc).
 
+One thread runs torch: every torch call, not only the model's, belongs on the model thread.
+Each thread that runs a parallel PyTorch op gets an OpenMP team of its own that lives as long as
+the thread; with more OpenMP threads than CPUs libgomp stops spinning between parallel regions,
+and every step, on either thread, gets slower: one ``torch.ones(4_000_000).sum()`` in another
+persistent thread made later steps ~20-25% dearer (1 row 32.4 -> 40.2 ms at 1,900 cached rows,
+2-vCPU AMD EPYC, Qwen2.5-Coder-0.5B bf16; ``docs/bench/curve-s28/threads.py``).
+
 Garbage collection: the model, its tokenizer and the libraries behind them leave millions
 of long-lived Python objects, and each full (generation 2) collection walked all of them:
 180-290 ms per collection (measured with ``gc.callbacks`` in a served process), a dozen
