@@ -36,7 +36,8 @@ file, every (method, layout) pair gets a fresh server and the same keystrokes. L
 ``default`` sends no ``promptLayout`` option (the server's own layout); ``context`` /
 ``nocontext`` turn the cross-file context on / off (``crossFileContext``), ``packed`` /
 ``plain`` the CPU matmul path (``packWeights`` on / off), ``noprune`` verifies drafts below a
-line end in single-line completions (``engine.pruneAtLineEnd`` off), ``nomerge`` prefills a
+line end in single-line completions (``engine.pruneAtLineEnd`` off), ``noagree`` turns the
+draft budget's source agreement off (``engine.sourceAgreement``), ``nomerge`` prefills a
 keystroke's new prompt tokens before the first step instead of in it
 (``engine.mergePromptTail`` 0), ``nowarm`` turns ``warmAtCursor`` off, ``prepare`` /
 ``noprepare`` ``prepareWindow`` on / off, ``noprefetch`` ``prefetch`` off, ``debounceN``
@@ -808,6 +809,7 @@ NO_PREFETCH = "noprefetch"  # prefetch off: no background suggestion for the sta
 NO_FALLBACK = "nofallback"  # arFallback off: the drafter runs whatever it costs (lsp_server/fallback.py)
 PACKED, PLAIN = "packed", "plain"  # the CPU matmul path: packWeights on / off
 NO_LINE_PRUNE = "noprune"  # drafts below a line end verified even in single-line mode (an ablation)
+NO_AGREE = "noagree"  # the draft budget blind to how many sources drafted a node (an ablation)
 WINDOW = "window"  # windowN: maxPromptTokens N (the prompt window; windowN+context for both)
 EARLY = "early"  # earlyN: earlyAnswerMs N (block mode: answer with the whole lines so far after N ms)
 DEBOUNCE = "debounce"  # debounceN: debounceMs N (the server's wait before a model run; debounce0: none)
@@ -819,7 +821,7 @@ def layout_options(layout: str) -> dict[str, Any]:
     """Server options of a layout name: ``default`` (none: the server's own layout),
     a ``promptLayout`` (``psm``, ``anchored``), ``context`` / ``nocontext`` (cross-file
     context on / off), ``middle`` (on, ``contextPlacement`` before-middle), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
-    (``engine.pruneAtLineEnd`` off), ``nomerge`` (``engine.mergePromptTail`` 0), ``nowarm``
+    (``engine.pruneAtLineEnd`` off), ``noagree`` (``engine.sourceAgreement`` off), ``nomerge`` (``engine.mergePromptTail`` 0), ``nowarm``
     (``warmAtCursor`` off: the cursor notification is ignored), ``prepare`` / ``noprepare``
     (``prepareWindow`` on / off), ``noprefetch`` (``prefetch`` off), ``nofallback``
     (``arFallback`` off), ``windowN``
@@ -836,6 +838,8 @@ def layout_options(layout: str) -> dict[str, Any]:
             options["packWeights"] = "on" if part == PACKED else "off"
         elif part == NO_LINE_PRUNE:
             options.setdefault("engine", {})["pruneAtLineEnd"] = False
+        elif part == NO_AGREE:
+            options.setdefault("engine", {})["sourceAgreement"] = False
         elif part == NO_MERGE:
             options.setdefault("engine", {})["mergePromptTail"] = 0
         elif part == NO_WARM:
