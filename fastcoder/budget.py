@@ -434,8 +434,9 @@ def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5) -> Cost
     128-row step; 4 rows 34.8 vs 38.9. Before this warm step every round timed c(0) right
     after c(127), and the curve priced 4 rows at 1.00-1.03x one row where runs of 4-row
     steps cost 1.1-1.25x runs of 1-row ones (twenty-eighth session, ``docs/bench/curve-s28``).
-    The curve is then made
-    non-decreasing (c(k) = max over j <= k of c(j)).
+    The warm steps make a measurement dearer: :func:`measure_lengths` 20.3-20.5 s against
+    13.9-14.3 s before, there (paid once per model, device and dtype: the curve is cached).
+    The curve is then made non-decreasing (c(k) = max over j <= k of c(j)).
     """
     padded = bool(getattr(verifier, "padded", True))
     ks = [b - 1 for b in verifier.buckets]

@@ -55,7 +55,7 @@ def test_nodes_several_sources_drafted_are_trusted_more_and_learned_apart() -> N
     tree = DraftTree([10, 20], [-1, -1], [1, 1], ["D_r", "context"], [0.55, 0.45], [1, 2])
     out, shares = m.rescore(tree)
     assert out.tokens == [20, 10] and out.agree == [2, 1] and shares == [0.45, 0.55]
-    m.observe(out.depths, out.parents, shares, [0], out.agree)  # b accepted, a not tested? both are root children
+    m.observe(out.depths, out.parents, shares, [0], out.agree)  # b accepted, a rejected (root children: both tested)
     assert m.cells[m._cell(1, 0.45, 2)] == [1, 1] and m.cells[m._cell(1, 0.55, 1)] == [1, 0]
     old = AcceptanceModel(agreement=False)  # the model before: one cell whatever the agreement, prior 0.6
     assert old.q(1, 1.0, 1) == old.q(1, 1.0, 3) == 0.6
