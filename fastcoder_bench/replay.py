@@ -37,7 +37,8 @@ file, every (method, layout) pair gets a fresh server and the same keystrokes. L
 ``nocontext`` turn the cross-file context on / off (``crossFileContext``), ``packed`` /
 ``plain`` the CPU matmul path (``packWeights`` on / off), ``noprune`` verifies drafts below a
 line end in single-line completions (``engine.pruneAtLineEnd`` off), ``noagree`` turns the
-draft budget's source agreement off (``engine.sourceAgreement``), ``nomerge`` prefills a
+draft budget's source agreement off (``engine.sourceAgreement``), ``noheader`` leaves the
+workspace's name and the document's path out of the prompt (``fileHeader`` false), ``nomerge`` prefills a
 keystroke's new prompt tokens before the first step instead of in it
 (``engine.mergePromptTail`` 0), ``nowarm`` turns ``warmAtCursor`` off, ``prepare`` /
 ``noprepare`` ``prepareWindow`` on / off, ``noprefetch`` ``prefetch`` off, ``debounceN``
@@ -810,6 +811,7 @@ NO_FALLBACK = "nofallback"  # arFallback off: the drafter runs whatever it costs
 PACKED, PLAIN = "packed", "plain"  # the CPU matmul path: packWeights on / off
 NO_LINE_PRUNE = "noprune"  # drafts below a line end verified even in single-line mode (an ablation)
 NO_AGREE = "noagree"  # the draft budget blind to how many sources drafted a node (an ablation)
+NO_HEADER = "noheader"  # no workspace name and document path before the prompt (fileHeader false)
 WINDOW = "window"  # windowN: maxPromptTokens N (the prompt window; windowN+context for both)
 EARLY = "early"  # earlyN: earlyAnswerMs N (block mode: answer with the whole lines so far after N ms)
 DEBOUNCE = "debounce"  # debounceN: debounceMs N (the server's wait before a model run; debounce0: none)
@@ -821,7 +823,8 @@ def layout_options(layout: str) -> dict[str, Any]:
     """Server options of a layout name: ``default`` (none: the server's own layout),
     a ``promptLayout`` (``psm``, ``anchored``), ``context`` / ``nocontext`` (cross-file
     context on / off), ``middle`` (on, ``contextPlacement`` before-middle), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
-    (``engine.pruneAtLineEnd`` off), ``noagree`` (``engine.sourceAgreement`` off), ``nomerge`` (``engine.mergePromptTail`` 0), ``nowarm``
+    (``engine.pruneAtLineEnd`` off), ``noagree`` (``engine.sourceAgreement`` off), ``noheader``
+    (``fileHeader`` false), ``nomerge`` (``engine.mergePromptTail`` 0), ``nowarm``
     (``warmAtCursor`` off: the cursor notification is ignored), ``prepare`` / ``noprepare``
     (``prepareWindow`` on / off), ``noprefetch`` (``prefetch`` off), ``nofallback``
     (``arFallback`` off), ``windowN``
@@ -840,6 +843,8 @@ def layout_options(layout: str) -> dict[str, Any]:
             options.setdefault("engine", {})["pruneAtLineEnd"] = False
         elif part == NO_AGREE:
             options.setdefault("engine", {})["sourceAgreement"] = False
+        elif part == NO_HEADER:
+            options["fileHeader"] = False
         elif part == NO_MERGE:
             options.setdefault("engine", {})["mergePromptTail"] = 0
         elif part == NO_WARM:

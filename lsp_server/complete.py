@@ -564,7 +564,7 @@ class Completer:
         ids = head + encode(tok, text[: (budget + 1) * 12])
         if len(ids) > budget or len(ids) < 2:
             return
-        if settings.context_placement == "first":
+        if doc.context is not None and doc.context.placement == "first":
             ids = context_ids + ids
         for k in range(256, len(ids) + 256, 256):
             if self.host.waiting():
@@ -590,7 +590,7 @@ class Completer:
         if not 0 < start < len(head):
             return
         ids = ([tok.convert_tokens_to_ids(loaded.fim.prefix)] if loaded.fim else []) + encode(tok, head[start:])
-        if settings.context_placement == "first" and doc.context is not None:
+        if doc.context is not None and doc.context.placement == "first":
             ids = doc.context.ids + ids
         session = doc.session
         if len(ids) < 2 or max(session.spare.common(ids), session.kv.common(ids)) >= len(ids) - 1:
@@ -611,7 +611,7 @@ class Completer:
         try:
             return self.context.context_for(
                 doc.context, settings=settings, tokenizer=tokenizer, index=self.index(), uri=doc.uri,
-                path=fs_path(doc.uri), ctx=ctx, docs=docs, refresh=refresh,
+                path=fs_path(doc.uri), ctx=ctx, docs=docs, refresh=refresh, language_id=doc.language_id,
             )  # fmt: skip
         except Exception:
             log.exception("cross-file context failed for %s; completing without it", doc.uri)
@@ -720,7 +720,7 @@ class Completer:
                     self.metrics.early_answer(stats, answered_at[0] - t_engine, t_engine - t_begin)
 
         gen = engine.generate(
-            place_context(context_ids, prompt.ids, settings.context_placement, loaded.fim, tok),
+            place_context(context_ids, prompt.ids, context.placement if context is not None else "first", loaded.fim, tok),
             config,
             session=doc.session,
             sources=sources,

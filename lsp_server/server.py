@@ -186,6 +186,7 @@ def exit_(ls: FastCoderServer, params: None) -> None:
 def did_open(ls: FastCoderServer, params: types.DidOpenTextDocumentParams) -> None:
     doc = open_document(ls.workspace, params.text_document.uri)
     state = ls.registry.open(doc.uri, ls.settings.engine)
+    state.language_id = params.text_document.language_id
     ls.schedule_buffer(doc.uri, 0.0)
     ls.completer.warm(state, doc.source)
 

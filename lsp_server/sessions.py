@@ -180,6 +180,7 @@ class DocumentState:
     windows: list = field(default_factory=list)
     anchor: Any = None  # lsp_server.prompt.Anchor of the last anchored prompt
     context: Any = None  # lsp_server.context.ContextState: the cross-file context in its prompts
+    language_id: str | None = None  # the client's languageId (the header names an untitled document by it)
     typing: TypingClock = field(default_factory=TypingClock)
     cursor_seq: int = 0  # fastcoder/cursor notifications so far: the latest one's number
     rest_while_loading: Any = None  # lsp_server.prompt.CursorContext: where the cursor rested before the model was ready

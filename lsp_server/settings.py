@@ -85,6 +85,15 @@ crossFileContext   false                        put other workspace files in the
                                                 lsp_server/context.py. Off by default: with
                                                 qwen2.5-coder-0.5b it lowered exact match and edit
                                                 similarity in `fastcoder bench quality` (README)
+fileHeader         ``auto``                     start the prompt with the workspace's name and the
+                                                document's path in the model's repository format
+                                                (<|repo_name|>, <|file_sep|>), so the model knows the
+                                                file's name and language (an empty .py file got an
+                                                Angular import from qwen2.5-coder-0.5b without it).
+                                                auto: while the document has at most 3 non-empty
+                                                lines (in longer files it made suggestions a little
+                                                worse); true, false. Cached with the prompt; models
+                                                without those tokens: none. lsp_server/context.py
 contextSources     ``{"definitions": 384,       token budget per context source (0 or absent: off):
                    "open": 192, "edits": 128}`` definitions: declarations of the names the document
                                                 imports from other workspace files, those used near
@@ -171,6 +180,7 @@ class ServerSettings:
     debounce_ms: Any = "auto"
     prefetch: bool = True
     cross_file_context: bool = False
+    file_header: Any = "auto"
     context_sources: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_CONTEXT_SOURCES))
     context_placement: str = "first"
     engine: DecodeConfig = field(default_factory=DecodeConfig)
@@ -247,6 +257,8 @@ class ServerSettings:
                 self.body_time_budget_ms = None
         if not isinstance(self.suffix_share, (int, float)) or not 0.0 <= self.suffix_share <= 0.9:
             raise SettingsError(f"suffix_share must be between 0 and 0.9, got {self.suffix_share!r}")
+        if self.file_header != "auto" and not isinstance(self.file_header, bool):
+            raise SettingsError(f"file_header must be \"auto\", true or false, got {self.file_header!r}")
         if self.prepare_window != "auto" and not isinstance(self.prepare_window, bool):
             raise SettingsError(f"prepare_window must be \"auto\", true or false, got {self.prepare_window!r}")
         for name in ("enabled", "reuse_suggestions", "warm_on_open", "warm_at_cursor", "workspace_index", "common_index",

@@ -28,7 +28,7 @@ def _corpus() -> list[str]:
     return texts
 
 
-def build_tokenizer(vocab_size: int = 600):
+def build_tokenizer(vocab_size: int = 600, extra_special: tuple[str, ...] = ()):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -43,7 +43,7 @@ def build_tokenizer(vocab_size: int = 600):
     )
     tok.train_from_iterator(_corpus(), trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
-    fast.add_special_tokens({"additional_special_tokens": SPECIAL[1:]})
+    fast.add_special_tokens({"additional_special_tokens": [*SPECIAL[1:], *extra_special]})
     return fast
 
 
@@ -106,6 +106,25 @@ def tiny_model_dir(tmp_path_factory, tiny_tokenizer):
     model = build_model("qwen2", len(tiny_tokenizer), seed=1)
     model.save_pretrained(path)
     tiny_tokenizer.save_pretrained(path)
+    return path
+
+
+REPO_SPECIAL = ("<|repo_name|>", "<|file_sep|>")
+"""Qwen2.5-Coder's repository-format tokens (the document header, cross-file context)."""
+
+
+@pytest.fixture(scope="session")
+def repo_tokenizer():
+    """The test tokenizer with the repository-format tokens too."""
+    return build_tokenizer(extra_special=REPO_SPECIAL)
+
+
+@pytest.fixture(scope="session")
+def repo_model_dir(tmp_path_factory, repo_tokenizer):
+    """A local HF folder of a tiny Qwen2-like model whose tokenizer has the repository tokens."""
+    path = tmp_path_factory.mktemp("tiny-qwen2-repo")
+    build_model("qwen2", len(repo_tokenizer), seed=1).save_pretrained(path)
+    repo_tokenizer.save_pretrained(path)
     return path
 
 

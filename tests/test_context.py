@@ -11,7 +11,7 @@ import pytest
 
 from indexer.symbols import SymbolTable, absolute_module, imports_of, python_definitions
 from indexer.workspace import WorkspaceIndex
-from lsp_server.context import ContextBuilder
+from lsp_server.context import HEADER_MAX_LINES, ContextBuilder
 from fastcoder.models.load import FimTokens
 from lsp_server.prompt import CursorContext, place_context
 from lsp_server.settings import ServerSettings, SettingsError
@@ -249,3 +249,67 @@ def test_before_middle_puts_commented_fragments_after_the_suffix(workspace, tmp_
     assert place_context([], prompt, "before-middle", fim, tiny_tokenizer) == prompt
     with pytest.raises(SettingsError):
         ServerSettings().merged({"contextPlacement": "last"})
+
+
+def test_the_document_header_goes_first_without_cross_file_context(workspace, tmp_path, repo_tokenizer, tiny_tokenizer):
+    """fileHeader: with the cross-file context off, the prompt can still start with the
+    workspace's name and the document's path in the repository format (so the model knows
+    the file's name and language: an empty ``.py`` file got an Angular import from
+    qwen2.5-coder-0.5b without it); the same state across keystrokes (its tokens stay in
+    the KV cache); nothing for a tokenizer without the repository tokens. ``auto`` (the
+    default): only while the document has at most HEADER_MAX_LINES non-empty lines."""
+    ws, index = workspace
+    builder = ContextBuilder()
+    on = ServerSettings().merged({"fileHeader": True})
+    state = _context(builder, None, index, tmp_path, repo_tokenizer, settings=on)
+    assert state is not None and state.pieces == [] and state.placement == "first"
+    assert state.text == f"<repo_name>{tmp_path.name}\n<file_sep>pkg/user.py\n"
+    repo_id, sep_id = repo_tokenizer.convert_tokens_to_ids(["<|repo_name|>", "<|file_sep|>"])
+    assert state.ids[0] == repo_id and state.ids.count(sep_id) == 1
+    assert repo_tokenizer.decode(state.ids) == f"<|repo_name|>{tmp_path.name}\n<|file_sep|>pkg/user.py\n"
+    # another keystroke, another cursor: the very same state
+    moved = CursorContext(USER_HEAD + "x = 1\n    ", USER_TAIL)
+    assert _context(builder, state, index, tmp_path, repo_tokenizer, settings=on, ctx=moved) is state
+    # off, or a model without the tokens: no header
+    off = on.merged({"fileHeader": False})
+    assert _context(builder, state, index, tmp_path, repo_tokenizer, settings=off) is None
+    assert _context(builder, None, index, tmp_path, tiny_tokenizer, settings=on) is None
+    with pytest.raises(SettingsError):
+        on.merged({"fileHeader": "yes"})
+    # auto (the default): a nearly empty document gets it, one with more lines does not
+    auto = ServerSettings()
+    assert auto.file_header == "auto" and HEADER_MAX_LINES == 3
+    for prefix, suffix, wanted in (("", "", True), ("import os\n\n", "", True), ("a\n\n  b\n", "\nc\n", True),
+                                   ("a\nb\n", "c\nd\n", False), (USER_HEAD, USER_TAIL, False)):  # fmt: skip
+        got = _context(builder, None, index, tmp_path, repo_tokenizer, settings=auto, ctx=CursorContext(prefix, suffix))
+        assert (got is not None and got.text == state.text) if wanted else got is None, (prefix, suffix)
+    # the context on but nothing to put in it: the header alone, first; in the before-middle
+    # placement (commented fragments, no repository format) nothing
+    empty = on.merged({"crossFileContext": True, "contextSources": {"open": 192}})
+    alone = _context(builder, None, index, tmp_path, repo_tokenizer, settings=empty)
+    assert alone.text == state.text and alone.placement == "first"
+    middle = _context(builder, None, index, tmp_path, repo_tokenizer, settings=empty.merged({"contextPlacement": "before-middle"}))
+    assert middle.ids == [] and middle.placement == "before-middle"
+    # with definitions in it, the header closes the context, right before the document
+    full = _context(builder, None, index, tmp_path, repo_tokenizer, settings=ON)
+    assert full.pieces and full.text.startswith(f"<repo_name>{tmp_path.name}\n<file_sep>pkg/core.py\n")
+    assert full.text.endswith("<file_sep>pkg/user.py\n")
+
+
+def test_an_untitled_document_goes_by_a_name_with_its_languages_ending(workspace, tmp_path, repo_tokenizer):
+    """A buffer without a file (VS Code's untitled documents) gets a name from its URI and
+    the ending of its ``languageId``, so the header still tells the model the language."""
+    _, index = workspace
+    builder = ContextBuilder()
+
+    def header(uri, language):
+        state = builder.context_for(None, settings=ServerSettings(), tokenizer=repo_tokenizer, index=index, uri=uri,  # auto: empty
+                                    path=None, ctx=CursorContext("", ""), docs={}, language_id=language)  # fmt: skip
+        return state.text.rsplit("<file_sep>", 1)[1]
+
+    assert header("untitled:Untitled-1", "python") == "Untitled-1.py\n"
+    assert header("untitled:Untitled-2", "typescriptreact") == "Untitled-2.tsx\n"
+    assert header("untitled:notes.md", "markdown") == "notes.md\n"  # already named so
+    assert header("untitled:Untitled-3", "dockerfile") == "Dockerfile\n"
+    assert header("untitled:Untitled-4", "unknown-language") == "Untitled-4\n"
+    assert header("vscode-notebook-cell:/nb/a.ipynb#W0sZmlsZQ%3D%3D", "python") == "a.ipynb.py\n"

@@ -1111,6 +1111,51 @@ async def test_cross_file_context_reaches_the_prompt_within_max_prompt_tokens(cl
         assert last["promptTokens"] <= budget, last
 
 
+async def test_the_prompt_starts_with_the_documents_path_and_keeps_it_cached(repo_model_dir, tmp_path):
+    """fileHeader over real stdio with a model whose tokenizer has the repository-format
+    tokens: on, the prompt starts with the workspace's name and the document's path
+    (reported as context tokens), a keystroke later the header is still in the document's
+    KV cache (only the typed text is prefilled); off, the prompt is the document's alone;
+    auto (the default), a nearly empty document gets it and a longer one does not."""
+    ws = tmp_path / "ws"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "main.py").write_text(BODY)
+    uri = (ws / "pkg" / "main.py").as_uri()
+    client = await start_client(repo_model_dir, ws)
+    try:
+        await wait_ready(client)
+        assert (await stats(client))["settings"]["fileHeader"] == "auto"
+        tok = __import__("transformers").AutoTokenizer.from_pretrained(repo_model_dir)
+        for name, text, wanted in (("new.py", "import os\n\n", True), ("long.py", BODY, False)):
+            auto_uri = (ws / "pkg" / name).as_uri()
+            open_doc(client, auto_uri, text)
+            await client.text_document_inline_completion_async(inline_params(auto_uri, _end_of(text, text.rstrip()[-4:])))
+            got = (await stats(client))["last"]["contextTokens"]
+            assert got == (len(tok.encode(f"<|repo_name|>ws\n<|file_sep|>pkg/{name}\n")) if wanted else 0), (name, got)
+        await configure(client, fileHeader=True)
+        open_doc(client, uri, BODY)
+        pos = _end_of(BODY, "result = 0")
+        await client.text_document_inline_completion_async(inline_params(uri, pos))
+        first = (await stats(client))["last"]
+        header = tok.encode("<|repo_name|>ws\n<|file_sep|>pkg/main.py\n")
+        assert first["contextTokens"] == len(header), first
+        assert first["promptTokens"] <= 2048, first
+        change_doc(client, uri, 2, pos, "\n")  # a keystroke: Enter
+        after = types.Position(line=pos.line + 1, character=0)
+        await client.text_document_inline_completion_async(inline_params(uri, after))
+        second = (await stats(client))["last"]
+        assert second["contextTokens"] == len(header), second
+        assert second["prefillTokens"] < second["promptTokens"] - len(header), second  # the header was not prefilled again
+        await configure(client, fileHeader=False)
+        other = (ws / "pkg" / "other.py").as_uri()  # a new document: the model runs
+        open_doc(client, other, BODY)
+        await client.text_document_inline_completion_async(inline_params(other, pos))
+        off = (await stats(client))["last"]
+        assert off["contextTokens"] == 0 and off["promptTokens"] == first["promptTokens"] - len(header), (off, first)
+    finally:
+        await client.shutdown_session()
+
+
 async def test_ar_fallback_runs_an_ar_probe_in_the_drafters_place_and_reports_it(tiny_model_dir, tmp_path):
     """arFallback (lsp_server/fallback.py): the third drafter generation of a server runs
     plain AR as a probe that prices AR's steps; with the setting off, every generation is

@@ -30,6 +30,10 @@ from fastcoder_bench.quality.tasks import KINDS, Project, QualityTask, pick_task
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "no-context": {"crossFileContext": False},
+    # the document's header (workspace name and path) always first, or never (fileHeader
+    # true / false; the server's default, auto, puts it in nearly empty documents only)
+    "header": {"crossFileContext": False, "fileHeader": True},
+    "no-header": {"crossFileContext": False, "fileHeader": False},
     "context": {"crossFileContext": True},  # the server's default sources
     "definitions": {"crossFileContext": True, "contextSources": {"definitions": 384}},
     "open": {"crossFileContext": True, "contextSources": {"open": 384}},
