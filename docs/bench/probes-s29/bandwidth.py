@@ -41,3 +41,9 @@ with torch.inference_mode():
     torch.set_num_threads(1)
     ms = t(lambda: [l(xs[l.in_features]) for l in seq])
     print(f"in model order, 1 thread: {ms:.2f} ms, {totb/ms/1e6:.0f} GB/s")
+    torch.set_num_threads(2)
+    big = torch.ones(512 * 1024 * 1024, dtype=torch.bfloat16)  # 1 GiB: a plain streaming read
+    for nt in (2, 1):
+        torch.set_num_threads(nt)
+        ms = t(lambda: big.sum(), reps=5)
+        print(f"reading 1 GiB (sum), {nt} thread(s): {ms:.1f} ms, {big.numel() * 2 / ms / 1e6:.0f} GB/s")
