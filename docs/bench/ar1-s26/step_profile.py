@@ -2,9 +2,10 @@
 chains of 1 and 16 rows at 1,900 cached rows, Qwen2.5-Coder-0.5B bf16 packed, batch-invariant
 (twenty-sixth session)::
 
-    python docs/bench/ar1-s26/step_profile.py
+    python docs/bench/ar1-s26/step_profile.py [ROWS ...]   # default 1 16
 """
 import os
+import sys
 import torch
 from torch.profiler import profile, ProfilerActivity
 from fastcoder.models import load_model
@@ -16,7 +17,7 @@ ctx = 1900
 g = torch.Generator().manual_seed(0)
 prompt = torch.randint(200, 20000, (ctx,), generator=g).tolist()
 kv = KVState(); first, _, _ = v.prefill(kv, prompt, reserve=256)
-for rows in (1, 16):
+for rows in [int(a) for a in sys.argv[1:]] or (1, 16):
     tree = DraftTree.chain(list(range(300, 300 + rows - 1)), "probe")
     def step():
         v.step(kv, first, tree); kv.truncate(ctx); kv.cache.length = ctx
