@@ -43,6 +43,8 @@ export interface FastCoderSettings {
     warmAtCursor: boolean;
     /** Put other workspace files (definitions, open documents) in the prompt. */
     crossFileContext: boolean;
+    /** The workspace's name and the document's path before the prompt: `auto` (nearly empty documents), true, false. */
+    fileHeader: 'auto' | boolean;
     /** Memory for the open documents' KV caches (MB). */
     kvCacheMb: number;
 }
@@ -64,6 +66,7 @@ export const DEFAULTS: FastCoderSettings = {
     prefetch: true,
     warmAtCursor: true,
     crossFileContext: false,
+    fileHeader: 'auto',
     kvCacheMb: 256,
 };
 
@@ -84,6 +87,7 @@ export interface InitOptions {
     prefetch: boolean;
     warmAtCursor: boolean;
     crossFileContext: boolean;
+    fileHeader: 'auto' | boolean;
     kvCacheMb: number;
 }
 
@@ -133,6 +137,7 @@ export function normalizeSettings(raw: Partial<Record<keyof FastCoderSettings, u
         warmAtCursor: typeof raw.warmAtCursor === 'boolean' ? raw.warmAtCursor : DEFAULTS.warmAtCursor,
         crossFileContext:
             typeof raw.crossFileContext === 'boolean' ? raw.crossFileContext : DEFAULTS.crossFileContext,
+        fileHeader: typeof raw.fileHeader === 'boolean' || raw.fileHeader === 'auto' ? raw.fileHeader : DEFAULTS.fileHeader,
         kvCacheMb: positiveInt(raw.kvCacheMb) ?? DEFAULTS.kvCacheMb,
     };
 }
@@ -153,6 +158,7 @@ export function toInitOptions(settings: FastCoderSettings): InitOptions {
         prefetch: settings.prefetch,
         warmAtCursor: settings.warmAtCursor,
         crossFileContext: settings.crossFileContext,
+        fileHeader: settings.fileHeader,
         kvCacheMb: settings.kvCacheMb,
     };
     if (settings.timeBudgetMs !== null && settings.timeBudgetMs !== undefined) {

@@ -142,6 +142,7 @@ describe('activate', () => {
             prefetch: true,
             warmAtCursor: true,
             crossFileContext: false,
+            fileHeader: 'auto',
             kvCacheMb: 256,
         });
         expect(client.clientOptions.documentSelector).toEqual(documentSelector());

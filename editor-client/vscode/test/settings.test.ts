@@ -39,6 +39,7 @@ describe('normalizeSettings', () => {
             prefetch: 'no',
             warmAtCursor: 'off',
             crossFileContext: 1,
+            fileHeader: 'sometimes',
             kvCacheMb: 0,
         });
         expect(s).toEqual(DEFAULTS);
@@ -62,6 +63,7 @@ describe('normalizeSettings', () => {
             prefetch: false,
             warmAtCursor: false,
             crossFileContext: true,
+            fileHeader: false,
             kvCacheMb: 512.9,
         });
         expect(s).toEqual({
@@ -81,6 +83,7 @@ describe('normalizeSettings', () => {
             prefetch: false,
             warmAtCursor: false,
             crossFileContext: true,
+            fileHeader: false,
             kvCacheMb: 512,
         });
     });
@@ -113,6 +116,7 @@ describe('toInitOptions', () => {
             prefetch: true,
             warmAtCursor: true,
             crossFileContext: false,
+            fileHeader: 'auto',
             kvCacheMb: 256,
         });
     });
@@ -174,6 +178,7 @@ describe('readSettings (through the mocked vscode API)', () => {
             prefetch: true,
             warmAtCursor: true,
             crossFileContext: false,
+            fileHeader: 'auto',
             kvCacheMb: 256,
         });
     });
