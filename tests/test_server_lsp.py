@@ -17,6 +17,7 @@ import pytest_asyncio
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient
+from transformers import AutoTokenizer
 
 STATUS = "fastcoder/status"
 
@@ -1125,7 +1126,7 @@ async def test_the_prompt_starts_with_the_documents_path_and_keeps_it_cached(rep
     try:
         await wait_ready(client)
         assert (await stats(client))["settings"]["fileHeader"] == "auto"
-        tok = __import__("transformers").AutoTokenizer.from_pretrained(repo_model_dir)
+        tok = AutoTokenizer.from_pretrained(repo_model_dir)
         for name, text, wanted in (("new.py", "import os\n\n", True), ("long.py", BODY, False)):
             auto_uri = (ws / "pkg" / name).as_uri()
             open_doc(client, auto_uri, text)
