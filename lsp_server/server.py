@@ -33,6 +33,7 @@ from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
 
 from fastcoder.errors import FastCoderError
 from lsp_server import actions, edit
@@ -85,19 +86,40 @@ def word_before(line: str) -> str:
     return line[i:]
 
 
-async def complete_at(ls: FastCoderServer, uri: str, position: types.Position, kind: str, invoked: bool = False) -> tuple[Outcome, CursorContext]:
+async def complete_at(
+    ls: FastCoderServer,
+    uri: str,
+    position: types.Position,
+    kind: str,
+    invoked: bool = False,
+    selected: types.SelectedCompletionInfo | None = None,
+) -> tuple[Outcome, CursorContext]:
     """Both completion requests: the document at the cursor through the request hub
-    (:meth:`lsp_server.complete.Completer.complete`)."""
+    (:meth:`lsp_server.complete.Completer.complete`); with ``selected`` (an inline
+    request while the suggest widget has an item selected), the document as it would be
+    with that item accepted (:func:`accepting`)."""
     ls.metrics.request(kind)
     doc = open_document(ls.workspace, uri)
     offset = offset_at(doc, position)
+    ctx = accepting(doc, offset, selected) if selected is not None else None
     state = ls.registry.get(doc.uri) or ls.registry.open(doc.uri, ls.settings.engine)
     source = doc.source
-    ctx = CursorContext(source[:offset], source[offset:])
+    ctx = ctx or CursorContext(source[:offset], source[offset:])
     outcome = await ls.completer.complete(state, ctx, invoked)
     if outcome.reason == "loading":
         ls.status(*ls.overall_status())
     return outcome, ctx
+
+
+def accepting(doc: TextDocument, offset: int, selected: types.SelectedCompletionInfo) -> CursorContext:
+    """The cursor state after accepting the completion item ``selected`` (its text over
+    its range, the cursor after it); BadRequest when the range lies outside the document
+    or does not hold the cursor at ``offset``."""
+    start, end = range_offsets(doc, selected.range)
+    if not start <= offset <= end:
+        raise BadRequest("selectedCompletionInfo.range must contain the position")
+    source = doc.source
+    return CursorContext(source[:start] + selected.text, source[end:])
 
 
 async def generate_replacement(
@@ -257,10 +279,22 @@ def did_change_configuration(ls: FastCoderServer, params: types.DidChangeConfigu
 @features.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
 @guard
 async def inline_completion(ls: FastCoderServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
-    invoked = params.context is not None and params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
-    outcome, _ctx = await complete_at(ls, params.text_document.uri, params.position, "inline", invoked)
+    """The suggestion at the cursor, as ghost text. While the editor's suggest widget is
+    open with an item selected (``context.selectedCompletionInfo``), the suggestion
+    continues the document as if that item were accepted, and the answer is the item's
+    text and the continuation over the item's range: VS Code shows ghost text then only
+    if it extends the selected item that way (no continuation: no item)."""
+    context = params.context
+    invoked = context is not None and context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
+    selected = context.selected_completion_info if context is not None else None
+    outcome, _ctx = await complete_at(ls, params.text_document.uri, params.position, "inline", invoked, selected)
     if not outcome.text:
         return types.InlineCompletionList(items=[])
+    if selected is not None:
+        ls.metrics.outcome("extends_selected_item")
+        return types.InlineCompletionList(
+            items=[types.InlineCompletionItem(insert_text=selected.text + outcome.text, range=selected.range)]
+        )
     here = types.Range(start=params.position, end=params.position)
     return types.InlineCompletionList(items=[types.InlineCompletionItem(insert_text=outcome.text, range=here)])
 

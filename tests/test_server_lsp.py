@@ -1112,6 +1112,58 @@ async def test_cross_file_context_reaches_the_prompt_within_max_prompt_tokens(cl
         assert last["promptTokens"] <= budget, last
 
 
+async def test_a_selected_suggest_item_is_extended_as_if_accepted(client: LanguageClient, workspace):
+    """VS Code asks for ghost text while its suggest widget is open with the selected item
+    (``selectedCompletionInfo``) and shows it only if it starts with the item's text over
+    the item's range: the answer is the item and what the model writes after accepting
+    it, the same continuation as a request on a document where it was accepted."""
+    last = "    print(total(len(line) for line in config))\n"
+    typed, accepted = BODY.replace(last, last + "    res"), BODY.replace(last, last + "    result = ")
+    uri, uri_accepted = (workspace / "selected.py").as_uri(), (workspace / "accepted.py").as_uri()
+    open_doc(client, uri, typed)
+    open_doc(client, uri_accepted, accepted)
+    cursor = types.Position(line=_find(typed, last).line + 1, character=7)  # after "    res"
+    word = types.Range(start=types.Position(line=cursor.line, character=4), end=cursor)
+
+    def params(rng: types.Range, text: str) -> types.InlineCompletionParams:
+        return types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=cursor,
+            context=types.InlineCompletionContext(
+                trigger_kind=types.InlineCompletionTriggerKind.Automatic,
+                selected_completion_info=types.SelectedCompletionInfo(range=rng, text=text),
+            ),
+        )
+
+    before = (await stats(client))["outcomes"].get("extends_selected_item", 0)
+    result = await client.text_document_inline_completion_async(params(word, "result = "))
+    items = result.items if isinstance(result, types.InlineCompletionList) else result
+    reference = await client.text_document_inline_completion_async(
+        inline_params(uri_accepted, types.Position(line=cursor.line, character=13))  # after "    result = "
+    )
+    expected = reference.items if isinstance(reference, types.InlineCompletionList) else reference
+    assert expected and expected[0].insert_text.strip()  # the tiny model writes something here
+    assert len(items) == 1
+    assert items[0].range == word
+    assert items[0].insert_text == "result = " + expected[0].insert_text
+    assert (await stats(client))["outcomes"].get("extends_selected_item", 0) == before + 1
+    # without a selected item the same request continues the document as it is
+    plain = await client.text_document_inline_completion_async(inline_params(uri, cursor))
+    plain_items = plain.items if isinstance(plain, types.InlineCompletionList) else plain
+    assert all(i.range == types.Range(start=cursor, end=cursor) for i in plain_items)
+
+    # a range that does not hold the cursor, or lies outside the document: a clear error
+    elsewhere = types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=2))
+    outside = types.Range(start=word.start, end=types.Position(line=cursor.line, character=999))
+    for rng, message in ((elsewhere, "must contain the position"), (outside, "past the end of line")):
+        with pytest.raises(JsonRpcException) as err:
+            await client.text_document_inline_completion_async(params(rng, "result"))
+        assert err.value.code == types.ErrorCodes.InvalidParams.value
+        assert message in str(err.value)
+    for u in (uri, uri_accepted):
+        client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(u)))
+
+
 async def test_the_prompt_starts_with_the_documents_path_and_keeps_it_cached(repo_model_dir, tmp_path):
     """fileHeader over real stdio with a model whose tokenizer has the repository-format
     tokens: on, the prompt starts with the workspace's name and the document's path
