@@ -49,8 +49,9 @@ from lsp_server.documents import (
     tokenizable,
 )
 from lsp_server.prompt import CursorContext
+from lsp_server.sessions import DocumentState
 from lsp_server.protocol import Features, RequestFailed, guard, quiet, workspace_edit
-from lsp_server.recall import may_still_serve
+from lsp_server.recall import may_still_serve, recall
 from lsp_server.settings import ServerSettings, SettingsError
 from lsp_server.state import FastCoderServer
 from lsp_server.workspace import IndexUnavailable
@@ -93,22 +94,27 @@ async def complete_at(
     kind: str,
     invoked: bool = False,
     selected: types.SelectedCompletionInfo | None = None,
-) -> tuple[Outcome, CursorContext]:
+) -> tuple[Outcome, CursorContext, bool]:
     """Both completion requests: the document at the cursor through the request hub
     (:meth:`lsp_server.complete.Completer.complete`); with ``selected`` (an inline
     request while the suggest widget has an item selected), the document as it would be
-    with that item accepted (:func:`accepting`)."""
+    with that item accepted (:func:`accepting`), unless the item is the document's own
+    suggestion there (:func:`own_suggestion`). Returns the outcome, the cursor state it
+    continues, and whether that state is the one with the item accepted."""
     ls.metrics.request(kind)
     doc = open_document(ls.workspace, uri)
     offset = offset_at(doc, position)
-    ctx = accepting(doc, offset, selected) if selected is not None else None
+    selected_ctx = accepting(doc, offset, selected) if selected is not None else None
     state = ls.registry.get(doc.uri) or ls.registry.open(doc.uri, ls.settings.engine)
     source = doc.source
-    ctx = ctx or CursorContext(source[:offset], source[offset:])
+    ctx = CursorContext(source[:offset], source[offset:])
+    extends = selected_ctx is not None and not own_suggestion(state, ctx, selected_ctx)
+    if extends:
+        ctx = selected_ctx
     outcome = await ls.completer.complete(state, ctx, invoked)
     if outcome.reason == "loading":
         ls.status(*ls.overall_status())
-    return outcome, ctx
+    return outcome, ctx, extends
 
 
 def accepting(doc: TextDocument, offset: int, selected: types.SelectedCompletionInfo) -> CursorContext:
@@ -120,6 +126,15 @@ def accepting(doc: TextDocument, offset: int, selected: types.SelectedCompletion
         raise BadRequest("selectedCompletionInfo.range must contain the position")
     source = doc.source
     return CursorContext(source[:start] + selected.text, source[end:])
+
+
+def own_suggestion(state: DocumentState, ctx: CursorContext, selected: CursorContext) -> bool:
+    """Whether accepting the selected item at ``ctx`` gives ``selected`` because the item is
+    this document's own suggestion there, whole (our ``textDocument/completion`` item):
+    then the ghost text is that suggestion itself, as before the widget opened (VS Code
+    shows it: it starts with the item), not what would follow it."""
+    hit = recall(state.answers, ctx)
+    return hit is not None and bool(hit[0]) and selected == CursorContext(ctx.prefix + hit[0], ctx.suffix)
 
 
 async def generate_replacement(
@@ -283,14 +298,15 @@ async def inline_completion(ls: FastCoderServer, params: types.InlineCompletionP
     open with an item selected (``context.selectedCompletionInfo``), the suggestion
     continues the document as if that item were accepted, and the answer is the item's
     text and the continuation over the item's range: VS Code shows ghost text then only
-    if it extends the selected item that way (no continuation: no item)."""
+    if it extends the selected item that way (no continuation: no item). The item that is
+    this suggestion itself (FastCoder's own completion item) is answered as without it."""
     context = params.context
     invoked = context is not None and context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
     selected = context.selected_completion_info if context is not None else None
-    outcome, _ctx = await complete_at(ls, params.text_document.uri, params.position, "inline", invoked, selected)
+    outcome, _ctx, extends = await complete_at(ls, params.text_document.uri, params.position, "inline", invoked, selected)
     if not outcome.text:
         return types.InlineCompletionList(items=[])
-    if selected is not None:
+    if extends:
         ls.metrics.outcome("extends_selected_item")
         return types.InlineCompletionList(
             items=[types.InlineCompletionItem(insert_text=selected.text + outcome.text, range=selected.range)]
@@ -338,7 +354,7 @@ async def completion(ls: FastCoderServer, params: types.CompletionParams) -> typ
     # an explicit request (Neovim's <C-x><C-o>, VS Code's Ctrl+Space): no debounce, and a
     # remembered empty answer is not repeated
     invoked = params.context is None or params.context.trigger_kind == types.CompletionTriggerKind.Invoked
-    outcome, ctx = await complete_at(ls, params.text_document.uri, params.position, "completion", invoked)
+    outcome, ctx, _ = await complete_at(ls, params.text_document.uri, params.position, "completion", invoked)
     # incomplete: the suggestion depends on the exact cursor, so ask again as the user types
     if not outcome.text:
         return types.CompletionList(is_incomplete=True, items=[])

@@ -5,15 +5,16 @@ editor and a local extension host with the FastCoder extension's own activation 
 (editor-client/vscode/src/controller.ts), whose transport is a WebSocket to
 editor-client/web-test/bridge.mjs; the bridge starts the real ``fastcoder serve`` (this
 checkout, the real ``smollm2-135m`` model) and relays LSP over its stdio. Playwright
-drives six scenarios (accept with Tab, the next ghost text after an accept, type
+drives seven scenarios (accept with Tab, the next ghost text after an accept, type
 through, type away, "Generate function body", the cursor resting: ``fastcoder/cursor``
-and the suggestion prepared there); see scenarios.mjs for what each one checks.
+and the suggestion prepared there, ghost text extending the item selected in the suggest
+widget); see scenarios.mjs for what each one checks.
 
 The workspace is a copy of this repository's ``lsp_server`` package (a real project's
 real files); the editor opens ``lsp_server/postprocess.py`` and types new functions at its
-end. The screenshot of the ghost text and the LSP traffic land in
-editor-client/web-test/out/; with ``FASTCODER_UPDATE_DOCS=1`` the screenshot is also
-copied to docs/screenshots/ (the README's picture).
+end. The screenshots (the ghost text; the ghost text with the suggest widget open) and
+the LSP traffic land in editor-client/web-test/out/; with ``FASTCODER_UPDATE_DOCS=1`` the
+screenshots are also copied to docs/screenshots/ (the README's pictures).
 
 Skips (with the reason) when Node, Chromium or the built page is missing, or the model is
 not fetched -- except under ``CI``, where a missing page or model is a failure (the
@@ -41,10 +42,10 @@ REPO = Path(__file__).resolve().parents[1]
 USER_CACHE = models.cache_root()
 WEB = REPO / "editor-client" / "web-test"
 OUT = WEB / "out"
-SCREENSHOT = REPO / "docs" / "screenshots" / "vscode-ghost-text.png"
+SCREENSHOTS = [REPO / "docs" / "screenshots" / name for name in ("vscode-ghost-text.png", "vscode-suggest-widget.png")]
 MODEL = os.environ.get("FASTCODER_BROWSER_MODEL", "smollm2-135m")
 TIMEOUT_S = float(os.environ.get("FASTCODER_BROWSER_TIMEOUT", "900"))
-SCENARIOS = ("accept", "accept-next", "type-through", "type-away", "code-action", "cursor-rest")
+SCENARIOS = ("accept", "accept-next", "type-through", "type-away", "code-action", "cursor-rest", "suggest-widget")
 
 
 def _truthy(name: str) -> bool:
@@ -111,10 +112,11 @@ def scenario_run(tmp_path_factory) -> dict:
         pytest.fail(f"scenarios.mjs wrote no results (exit {proc.returncode}):\n{stdout[-4000:]}\n{stderr[-4000:]}")
     results = json.loads(results_file.read_text())
     results["log"] = stdout[-6000:] + stderr[-3000:]
-    shot = OUT / "vscode-ghost-text.png"
-    if _truthy("FASTCODER_UPDATE_DOCS") and shot.exists():
-        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(shot, SCREENSHOT)
+    if _truthy("FASTCODER_UPDATE_DOCS"):
+        for shot in SCREENSHOTS:
+            if (OUT / shot.name).exists():
+                shot.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(OUT / shot.name, shot)
     return results
 
 

@@ -1147,6 +1147,20 @@ async def test_a_selected_suggest_item_is_extended_as_if_accepted(client: Langua
     assert items[0].range == word
     assert items[0].insert_text == "result = " + expected[0].insert_text
     assert (await stats(client))["outcomes"].get("extends_selected_item", 0) == before + 1
+    # the selected item is the suggestion itself (our own completion item): the ghost text
+    # stays that suggestion, not what would follow it
+    here = types.Position(line=cursor.line, character=13)
+    own = await client.text_document_inline_completion_async(types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri_accepted),
+        position=here,
+        context=types.InlineCompletionContext(
+            trigger_kind=types.InlineCompletionTriggerKind.Automatic,
+            selected_completion_info=types.SelectedCompletionInfo(range=types.Range(start=here, end=here), text=expected[0].insert_text),
+        ),
+    ))  # fmt: skip
+    own_items = own.items if isinstance(own, types.InlineCompletionList) else own
+    assert [(i.insert_text, i.range) for i in own_items] == [(expected[0].insert_text, types.Range(start=here, end=here))]
+    assert (await stats(client))["outcomes"].get("extends_selected_item", 0) == before + 1
     # without a selected item the same request continues the document as it is
     plain = await client.text_document_inline_completion_async(inline_params(uri, cursor))
     plain_items = plain.items if isinstance(plain, types.InlineCompletionList) else plain

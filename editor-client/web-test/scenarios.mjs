@@ -27,7 +27,10 @@
  *                fills the body
  *   cursor-rest  move into the file and stop: one fastcoder/cursor with the cursor's
  *                position, and the server prepares the suggestion there (warm_at_cursor)
- * Writes OUT/vscode-ghost-text.png, OUT/traffic.jsonl (every LSP message),
+ *   suggest-widget  type the start of a name, Ctrl+Space, select another provider's item
+ *                in the suggest widget: the inline request carries it (selectedCompletionInfo)
+ *                and the ghost text shown while the widget is open continues it
+ * Writes OUT/vscode-ghost-text.png, OUT/vscode-suggest-widget.png, OUT/traffic.jsonl (every LSP message),
  * OUT/server.log, OUT/results.json. Exit status 0 only when every scenario passed.
  */
 import { spawn } from 'node:child_process';
@@ -672,12 +675,115 @@ async function cursorRest() {
     return { position, warmAtCursor: delta(s0, s1, 'warm_at_cursor') };
 }
 
+async function suggestWidget() {
+    // A user types the start of a name and VS Code's suggest widget opens (Ctrl+Space here)
+    // with an item selected. VS Code then asks for ghost text with that item
+    // (selectedCompletionInfo) and shows it only if it starts with the item's text over the
+    // item's range; it asks again whenever the selection changes. Another provider's item
+    // is selected (arrowing past ours, whose detail is "FastCoder"): the ghost text must
+    // show what follows that item while the widget is open.
+    const visible = () => evaluate(() => {
+        const w = document.querySelector('.editor-widget.suggest-widget');
+        const row = w && w.classList.contains('visible') ? w.querySelector('.monaco-list-row.focused') : null;
+        return row ? { label: (row.querySelector('.label-name') ?? row).textContent, text: row.textContent } : null;
+    });
+    // VS Code shows its word-based suggestions only when no provider has any; a language
+    // server (Pylance, ...) has: register one as an extension would, naming the
+    // document's identifiers that start with the word at the cursor
+    await evaluate(() => {
+        const vscode = window.harness.vscode;
+        window.harness.otherProvider ??= vscode.languages.registerCompletionItemProvider({ language: 'python' }, {
+            provideCompletionItems(doc, pos) {
+                const range = doc.getWordRangeAtPosition(pos);
+                const typed = range ? doc.getText(range) : '';
+                const words = new Set(doc.getText().match(/[A-Za-z_][A-Za-z_0-9]*/g));
+                return [...words].filter((w) => typed && w.startsWith(typed) && w !== typed)
+                    .map((w) => new vscode.CompletionItem(w, vscode.CompletionItemKind.Variable));
+            },
+        });
+    });
+    const candidates = [
+        ['def shout(text: str) -> str:', 'Return text in capitals.', 'return te'],
+        ['def count_lines(text: str) -> int:', 'Return how many lines text has.', 'return len(te'],
+    ];
+    const tried = [];
+    for (const [signature, doc, body] of candidates) {
+        await page.keyboard.press('Escape');
+        await newTopLevelLine();
+        await typeLines(['', signature, `"""${doc}"""`, '']);
+        for (const until = Date.now() + LOAD_WAIT_MS; serverState() !== 'ready' && Date.now() < until; ) await sleep(500);
+        await settle(1000, 30000);
+        // the widget may open by itself while the name is typed (quick suggestions)
+        const seen = requests('textDocument/inlineCompletion').length;
+        const seenCompletions = requests('textDocument/completion').length;
+        await page.keyboard.type(body, { delay: 15 });
+        await sleep(300);
+        if (!(await visible())) await page.keyboard.press('Control+Space');
+        let row = null;
+        for (const until = Date.now() + 30000; !row && Date.now() < until; await sleep(200)) row = await visible();
+        check(row, `${body}: the suggest widget did not open`);
+        for (let i = 0; i < 10 && row && /FastCoder/.test(row.text); i++) {
+            await page.keyboard.press('ArrowDown');
+            await sleep(200);
+            row = await visible();
+        }
+        check(row && !/FastCoder/.test(row.text), `${body}: no item of another provider in the suggest widget`);
+        // the ghost text while the widget is open, and the answer that carried it
+        let shown = '';
+        let answer;
+        for (const until = Date.now() + 60000; Date.now() < until; await sleep(200)) {
+            const asked = requests('textDocument/inlineCompletion').slice(seen)
+                .filter((r) => r.params.context?.selectedCompletionInfo && r.responses.length && !r.responses[0].error);
+            answer = asked.at(-1);
+            const items = answer ? [answer.responses[0].result].flatMap((res) => (Array.isArray(res) ? res : res?.items ?? [])) : [];
+            shown = await ghost();
+            if (answer && !items.length && !requests('textDocument/inlineCompletion').slice(seen).some((r) => !r.responses.length && !r.cancelled)) break;
+            if (items.length && shown.trim() && (await visible())) break;
+        }
+        check(answer, `${body}: no inline request carried the selected item (selectedCompletionInfo)`);
+        const info = answer.params.context.selectedCompletionInfo;
+        const items = [answer.responses[0].result].flatMap((res) => (Array.isArray(res) ? res : res?.items ?? []));
+        const ownItems = new Set(requests('textDocument/completion').slice(seenCompletions)
+            .flatMap((r) => r.responses.flatMap((m) => m.result?.items ?? []).map((i) => i.textEdit?.newText ?? i.insertText)));
+        const widget = await visible();
+        if (items.length) await page.screenshot({ path: join(out, 'vscode-suggest-widget.png') });
+        await page.keyboard.press('Escape'); // close the widget
+        await page.keyboard.press('Escape'); // and the ghost text
+        if (!items.length) {
+            tried.push(`${body}: the model had nothing after ${JSON.stringify(info.text)}`);
+            continue;
+        }
+        const insert = typeof items[0].insertText === 'string' ? items[0].insertText : items[0].insertText.value;
+        check(JSON.stringify(items[0].range) === JSON.stringify(info.range),
+            `${body}: the answer's range ${JSON.stringify(items[0].range)} is not the selected item's ${JSON.stringify(info.range)}`);
+        check(insert.startsWith(info.text) && insert.length > info.text.length,
+            `${body}: the answer ${JSON.stringify(insert)} does not extend the selected item ${JSON.stringify(info.text)}`);
+        check(widget && widget.label.trim() === info.text.trim(),
+            `${body}: the request's selected item ${JSON.stringify(info.text)} is not the widget's ${JSON.stringify(widget && widget.label)}`);
+        // FastCoder's own item (selected first, before the arrowing): its ghost text is that
+        // suggestion itself, as before the widget opened, not what would follow it
+        const own = requests('textDocument/inlineCompletion').slice(seen).filter((r) => r.responses.length && !r.responses[0].error
+            && r.params.context?.selectedCompletionInfo && ownItems.has(r.params.context.selectedCompletionInfo.text));
+        for (const r of own) {
+            const got = [r.responses[0].result].flatMap((res) => (Array.isArray(res) ? res : res?.items ?? []))
+                .map((i) => (typeof i.insertText === 'string' ? i.insertText : i.insertText.value));
+            check(got.length === 0 || (got.length === 1 && got[0] === r.params.context.selectedCompletionInfo.text),
+                `${body}: FastCoder's own selected item ${JSON.stringify(r.params.context.selectedCompletionInfo.text)} was answered ${JSON.stringify(got)}`);
+        }
+        const more = insert.slice(info.text.length).split('\n')[0].trim();
+        check(shown.trim() && (!more || shown.includes(more)),
+            `${body}: with the widget open the ghost text ${JSON.stringify(shown)} does not show what follows the item (${JSON.stringify(more)})`);
+        return { typed: body, selected: info.text, answer: insert, ghost: shown, ownItemRequests: own.length, tried };
+    }
+    throw new Error(`no continuation after a selected item: ${tried.join('; ')}`);
+}
+
 // ----------------------------------------------------------------------------- run
 
 const results = [];
 let failed = 0;
 try {
-    for (const [name, fn] of [['accept', accept], ['accept-next', acceptNext], ['type-through', typeThrough], ['type-away', typeAway], ['code-action', codeAction], ['cursor-rest', cursorRest]]) {
+    for (const [name, fn] of [['accept', accept], ['accept-next', acceptNext], ['type-through', typeThrough], ['type-away', typeAway], ['code-action', codeAction], ['cursor-rest', cursorRest], ['suggest-widget', suggestWidget]]) {
         if (only && !only.split(',').includes(name)) continue;
         const started = Date.now();
         try {
