@@ -36,7 +36,7 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from fastcoder.errors import FastCoderError
-from lsp_server import actions, edit
+from lsp_server import actions, edit, notebooks
 from lsp_server.complete import Outcome
 from lsp_server.documents import (
     BadRequest,
@@ -104,10 +104,9 @@ async def complete_at(
     ls.metrics.request(kind)
     doc = open_document(ls.workspace, uri)
     offset = offset_at(doc, position)
-    selected_ctx = accepting(doc, offset, selected) if selected is not None else None
+    selected_ctx = accepting(ls, doc, offset, selected) if selected is not None else None
     state = ls.registry.get(doc.uri) or ls.registry.open(doc.uri, ls.settings.engine)
-    source = doc.source
-    ctx = CursorContext(source[:offset], source[offset:])
+    ctx = cursor_state(ls, doc, offset)
     extends = selected_ctx is not None and not own_suggestion(state, ctx, selected_ctx)
     if extends:
         ctx = selected_ctx
@@ -117,15 +116,23 @@ async def complete_at(
     return outcome, ctx, extends
 
 
-def accepting(doc: TextDocument, offset: int, selected: types.SelectedCompletionInfo) -> CursorContext:
+def cursor_state(ls: FastCoderServer, doc: TextDocument, offset: int, end: int | None = None, insert: str = "") -> CursorContext:
+    """The cursor state at ``offset`` of an open document (``insert`` put over
+    ``offset..end`` first, the cursor after it): the document's text around the cursor,
+    and for a notebook cell its notebook's other cells (:func:`notebooks.surroundings`)."""
+    head, tail = notebooks.surroundings(ls.workspace, doc.uri)
+    source = doc.source
+    return CursorContext(head + source[:offset] + insert, source[offset if end is None else end :] + tail)
+
+
+def accepting(ls: FastCoderServer, doc: TextDocument, offset: int, selected: types.SelectedCompletionInfo) -> CursorContext:
     """The cursor state after accepting the completion item ``selected`` (its text over
     its range, the cursor after it); BadRequest when the range lies outside the document
     or does not hold the cursor at ``offset``."""
     start, end = range_offsets(doc, selected.range)
     if not start <= offset <= end:
         raise BadRequest("selectedCompletionInfo.range must contain the position")
-    source = doc.source
-    return CursorContext(source[:start] + selected.text, source[end:])
+    return cursor_state(ls, doc, start, end, selected.text)
 
 
 def own_suggestion(state: DocumentState, ctx: CursorContext, selected: CursorContext) -> bool:
@@ -234,6 +241,12 @@ def did_change(ls: FastCoderServer, params: types.DidChangeTextDocumentParams) -
     doc = ls.workspace.text_documents.get(unquote(params.text_document.uri))
     if doc is None:
         return  # not open: OpenDocuments logged it
+    text_moved(ls, doc)
+
+
+def text_moved(ls: FastCoderServer, doc: TextDocument) -> None:
+    """After an edit of an open document (or notebook cell): typing is timed, and what
+    runs for an older state stops unless the new text may still take it."""
     state = ls.registry.get(doc.uri)
     if state is not None:
         state.typing.changed()
@@ -247,7 +260,8 @@ def did_change(ls: FastCoderServer, params: types.DidChangeTextDocumentParams) -
         # ends before the next request comes. (A suggestion prepared in the background
         # is left alone: the user may be accepting it; any request stops it.)
         if inflight.shown is not None:
-            if may_still_serve(doc.source, inflight.ctx, inflight.partial or inflight.shown):
+            head, tail = notebooks.surroundings(ls.workspace, doc.uri)
+            if may_still_serve(head + doc.source + tail, inflight.ctx, inflight.partial or inflight.shown):
                 inflight.release_joiners()
             else:
                 inflight.supersede()
@@ -262,6 +276,51 @@ def did_close(ls: FastCoderServer, params: types.DidCloseTextDocumentParams) -> 
     uri = params.text_document.uri
     ls.registry.close(uri)
     ls.close_buffer(uri)
+
+
+# notebooks (lsp_server/notebooks.py): pygls keeps the notebook and its cells (each an open
+# text document) before these run; a cell is then a document like any other
+
+def cell_opened(ls: FastCoderServer, cell: types.TextDocumentItem) -> None:
+    state = ls.registry.open(cell.uri, ls.settings.engine)
+    state.language_id = cell.language_id
+    ls.schedule_buffer(cell.uri, 0.0)
+
+
+def cell_closed(ls: FastCoderServer, uri: str) -> None:
+    ls.registry.close(uri)
+    ls.close_buffer(uri)
+
+
+@features.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+@quiet
+def notebook_did_open(ls: FastCoderServer, params: types.DidOpenNotebookDocumentParams) -> None:
+    for cell in params.cell_text_documents:
+        cell_opened(ls, cell)
+
+
+@features.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+@quiet
+def notebook_did_change(ls: FastCoderServer, params: types.DidChangeNotebookDocumentParams) -> None:
+    cells = params.change.cells
+    if cells is None:
+        return
+    structure = cells.structure
+    for cell in (structure.did_open or []) if structure else []:
+        cell_opened(ls, cell)
+    for cell_id in (structure.did_close or []) if structure else []:
+        cell_closed(ls, cell_id.uri)
+    for content in cells.text_content or []:
+        doc = ls.workspace.text_documents.get(unquote(content.document.uri))
+        if doc is not None:
+            text_moved(ls, doc)
+
+
+@features.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+@quiet
+def notebook_did_close(ls: FastCoderServer, params: types.DidCloseNotebookDocumentParams) -> None:
+    for cell_id in params.cell_text_documents:
+        cell_closed(ls, cell_id.uri)
 
 
 # ========================================================================= configuration
@@ -344,8 +403,7 @@ def cursor_rests(ls: FastCoderServer, params: Any) -> None:
     except BadRequest as exc:
         log.warning("%s: %s", NOTIFY_CURSOR, exc.message)
         return
-    source = doc.source
-    ls.completer.rest(state, CursorContext(source[:offset], source[offset:]))
+    ls.completer.rest(state, cursor_state(ls, doc, offset))
 
 
 @features.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))

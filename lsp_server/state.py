@@ -16,6 +16,7 @@ from pygls.uris import to_fs_path
 
 from fastcoder import __version__ as _fastcoder_version
 from lsp_server.complete import Completer
+from lsp_server import notebooks
 from lsp_server.documents import tokenizable
 from lsp_server.fallback import ArPace
 from lsp_server.metrics import ServerMetrics
@@ -42,7 +43,8 @@ class FastCoderServer(HardenedServer):
     """
 
     def __init__(self, settings: ServerSettings) -> None:
-        super().__init__("fastcoder", _fastcoder_version, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__("fastcoder", _fastcoder_version, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+                         notebook_document_sync=notebooks.SYNC)  # fmt: skip
         self.settings = settings
         self.registry = SessionRegistry(max_kv_bytes=settings.kv_cache_mb * 2**20)  # the one registry of per-document state
         self.metrics = ServerMetrics()

@@ -77,6 +77,7 @@ def _capabilities() -> types.ClientCapabilities:
                 data_support=True,
             )
         ),
+        notebook_document=types.NotebookDocumentClientCapabilities(synchronization=types.NotebookDocumentSyncClientCapabilities()),
     )
 
 
@@ -1176,6 +1177,77 @@ async def test_a_selected_suggest_item_is_extended_as_if_accepted(client: Langua
         assert message in str(err.value)
     for u in (uri, uri_accepted):
         client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(u)))
+
+
+async def test_a_notebook_cell_is_completed_as_part_of_its_notebook(client: LanguageClient, workspace):
+    """Notebook sync (what VS Code sends for Jupyter notebooks): the cells are open
+    documents, and the model sees a cell within its notebook in jupytext's percent format:
+    the same suggestion as for that script as a file, the other cells read as they are
+    now; closing the notebook closes its cells."""
+    sync = client.init_result.capabilities.notebook_document_sync  # type: ignore[attr-defined]
+    assert sync is not None and sync.notebook_selector[0].notebook == "*"
+    nb = (workspace / "analysis.ipynb").as_uri()
+    cells = [
+        (types.NotebookCellKind.Markup, "markdown", "# Areas\nCircles, from their radius."),
+        (types.NotebookCellKind.Code, "python", "import math\n\ndef area(radius):\n    return math.pi * radius * radius"),
+        (types.NotebookCellKind.Code, "python", "sizes = [1, 2, 3]\ntotal = 0\nfor size in sizes:\n    "),
+        (types.NotebookCellKind.Code, "python", "print(total)"),
+    ]
+    uris = [f"vscode-notebook-cell:{nb[len('file:'):]}#W{i}sZmlsZQ%3D%3D" for i in range(len(cells))]
+    client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
+        notebook_document=types.NotebookDocument(uri=nb, notebook_type="jupyter-notebook", version=1,
+                                                 cells=[types.NotebookCell(kind=k, document=u) for (k, _, _), u in zip(cells, uris)]),
+        cell_text_documents=[types.TextDocumentItem(uri=u, language_id=lang, version=1, text=text) for (_, lang, text), u in zip(cells, uris)],
+    ))  # fmt: skip
+    cursor = types.Position(line=3, character=4)  # the end of the third cell
+
+    def script(defined: str) -> str:
+        return ("# %% [markdown]\n# # Areas\n# Circles, from their radius.\n\n# %%\n" + defined + "\n\n"
+                "# %%\nsizes = [1, 2, 3]\ntotal = 0\nfor size in sizes:\n    \n\n# %%\nprint(total)")
+
+    async def suggestion(uri: str, pos: types.Position) -> list[tuple[str, types.Range]]:
+        result = await client.text_document_inline_completion_async(inline_params(uri, pos))
+        items = result.items if isinstance(result, types.InlineCompletionList) else result
+        return [(i.insert_text, i.range) for i in items]
+
+    async def as_file(name: str, text: str) -> list[tuple[str, types.Range]]:
+        uri = (workspace / name).as_uri()
+        open_doc(client, uri, text)
+        line = text.split("\n").index("for size in sizes:") + 1
+        try:
+            return [(t, r) for t, r in await suggestion(uri, types.Position(line=line, character=4))]
+        finally:
+            client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+
+    got = await suggestion(uris[2], cursor)
+    expected = await as_file("analysis_script.py", script(cells[1][2]))
+    assert expected and expected[0][0].strip()  # the tiny model writes something here
+    assert [t for t, _ in got] == [t for t, _ in expected]
+    assert got[0][1] == types.Range(start=cursor, end=cursor)
+    alone = await as_file("cell_alone.py", cells[2][2])
+    assert [t for t, _ in alone] != [t for t, _ in got]  # the other cells made a difference
+
+    # another cell changes: the next suggestion reads it as it is now
+    renamed = "import math\n\ndef surface(radius):\n    return math.pi * radius ** 2"
+    client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
+        notebook_document=types.VersionedNotebookDocumentIdentifier(version=2, uri=nb),
+        change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(text_content=[
+            types.NotebookDocumentCellContentChanges(
+                document=types.VersionedTextDocumentIdentifier(uri=uris[1], version=2),
+                changes=[types.TextDocumentContentChangeWholeDocument(text=renamed)],
+            )
+        ])),
+    ))  # fmt: skip
+    got = await suggestion(uris[2], cursor)
+    assert [t for t, _ in got] == [t for t, _ in await as_file("analysis_script2.py", script(renamed))]
+
+    client.notebook_document_did_close(types.DidCloseNotebookDocumentParams(
+        notebook_document=types.NotebookDocumentIdentifier(uri=nb),
+        cell_text_documents=[types.TextDocumentIdentifier(uri=u) for u in uris],
+    ))  # fmt: skip
+    with pytest.raises(JsonRpcException) as err:
+        await suggestion(uris[2], cursor)
+    assert "not open" in str(err.value)
 
 
 async def test_the_prompt_starts_with_the_documents_path_and_keeps_it_cached(repo_model_dir, tmp_path):

@@ -17,7 +17,7 @@ import {
     setEnabled,
     showStats,
 } from './commands';
-import { CursorReporter } from './cursor';
+import { CursorReporter, SCHEMES } from './cursor';
 import { SECTION, needsRestart, readSettings, toInitOptions } from './settings';
 import { STATUS_NOTIFICATION, StatusBar, StatusParams } from './status';
 
@@ -43,12 +43,13 @@ export const LANGUAGES = [
     'swift',
 ];
 
+/**
+ * Files, untitled buffers and notebook cells (Jupyter): the server syncs notebooks
+ * itself (its `notebookDocumentSync`), so the client sends a cell's text with its
+ * notebook and asks for completions in the cell like in a file.
+ */
 export function documentSelector(): { scheme: string; language: string }[] {
-    const out: { scheme: string; language: string }[] = [];
-    for (const language of LANGUAGES) {
-        out.push({ scheme: 'file', language }, { scheme: 'untitled', language });
-    }
-    return out;
+    return LANGUAGES.flatMap((language) => SCHEMES.map((scheme) => ({ scheme, language })));
 }
 
 /** How the client reaches the server: one `prepare` per (re)start. */

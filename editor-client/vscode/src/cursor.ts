@@ -9,6 +9,9 @@
  */
 import * as vscode from 'vscode';
 
+/** URI schemes of the documents the server serves: files, untitled buffers, notebook cells. */
+export const SCHEMES: readonly string[] = ['file', 'untitled', 'vscode-notebook-cell'];
+
 export const CURSOR_NOTIFICATION = 'fastcoder/cursor';
 /** How long the cursor must stay still before it is reported (ms). */
 export const REST_MS = 300;
@@ -46,7 +49,7 @@ export class CursorReporter implements vscode.Disposable {
         if (!selection || !selection.isEmpty || !this.languages.has(document.languageId)) {
             return;
         }
-        if (document.uri.scheme !== 'file' && document.uri.scheme !== 'untitled') {
+        if (!SCHEMES.includes(document.uri.scheme)) {
             return;
         }
         const position = selection.active;

@@ -33,6 +33,18 @@ beforeEach(() => {
 afterEach(() => vi.useRealTimers());
 
 describe('CursorReporter', () => {
+    it('reports a resting cursor in a notebook cell too', () => {
+        const { client, sendNotification } = fakeClient();
+        const reporter = new CursorReporter(() => client, () => true, new Set(['python']));
+        const cell = { ...doc, uri: { scheme: 'vscode-notebook-cell', toString: () => 'vscode-notebook-cell:/ws/a.ipynb#W1' } };
+        reporter.onSelection(event(0, 3, { document: cell }));
+        vi.advanceTimersByTime(REST_MS);
+        expect(sendNotification).toHaveBeenCalledWith(CURSOR_NOTIFICATION, {
+            textDocument: { uri: 'vscode-notebook-cell:/ws/a.ipynb#W1' },
+            position: { line: 0, character: 3 },
+        });
+    });
+
     it('sends where the cursor rests, once it has stopped moving', () => {
         const { client, sendNotification } = fakeClient();
         const reporter = new CursorReporter(() => client, () => true, new Set(['python']));
@@ -72,6 +84,9 @@ describe('CursorReporter', () => {
         vi.advanceTimersByTime(REST_MS * 2);
         expect(stopped.sendNotification).not.toHaveBeenCalled();
         enabled = true;
+        reporter.onSelection(event(2, 1, { document: { ...doc, uri: { scheme: 'git', toString: () => 'git:/ws/a.py' } } }));
+        vi.advanceTimersByTime(REST_MS * 2); // a document the server is not given: nothing
+        expect(sendNotification).not.toHaveBeenCalled();
         reporter.onSelection(event(2, 1));
         reporter.dispose(); // disposed before resting: nothing sent
         vi.advanceTimersByTime(REST_MS * 2);

@@ -147,6 +147,7 @@ describe('activate', () => {
         });
         expect(client.clientOptions.documentSelector).toEqual(documentSelector());
         expect(documentSelector()).toContainEqual({ scheme: 'file', language: 'python' });
+        expect(documentSelector()).toContainEqual({ scheme: 'vscode-notebook-cell', language: 'python' });
         expect(client.start).toHaveBeenCalled();
         expect(vscode.window.showErrorMessage).not.toHaveBeenCalled();
     });
