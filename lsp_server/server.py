@@ -348,6 +348,26 @@ def did_change_configuration(ls: FastCoderServer, params: types.DidChangeConfigu
         ls.open_index(ls.host.loaded.tokenizer, ls.host.loaded.fingerprint, force=True)
 
 
+@features.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+@quiet
+def did_change_workspace_folders(ls: FastCoderServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+    """Folders added to or removed from the workspace (pygls' workspace has taken them):
+    the workspace index is reopened over the new set of folders (each folder's D_r is
+    persisted, so the ones it had load from disk)."""
+    removed = {Path(p) for p in (to_fs_path(f.uri) for f in params.event.removed or []) if p}
+    roots = [r for r in ls.roots if r not in removed]
+    for path in (to_fs_path(f.uri) for f in params.event.added or []):
+        if path and Path(path) not in roots:
+            roots.append(Path(path))
+    if roots == ls.roots:
+        return
+    log.info("workspace folders: %s", ", ".join(map(str, roots)) or "none")
+    ls.roots = roots
+    loaded = ls.host.loaded
+    if loaded is not None:
+        ls.open_index(loaded.tokenizer, loaded.fingerprint, force=True)
+
+
 # ========================================================================= completion
 
 @features.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())

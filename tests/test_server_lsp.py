@@ -654,6 +654,33 @@ async def test_rebuild_index_command(client: LanguageClient):
     assert result["D_r"]["files"] >= 1  # main.py of the workspace folder
 
 
+async def test_a_folder_added_to_the_workspace_is_indexed_and_a_removed_one_dropped(client: LanguageClient, tmp_path):
+    """workspace/didChangeWorkspaceFolders (VS Code's "Add Folder to Workspace"): the
+    workspace index covers the folders as they are now."""
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "geometry.py").write_text("def hypotenuse(a, b):\n    return (a * a + b * b) ** 0.5\n")
+    (extra / "units.py").write_text("METRES_PER_FOOT = 0.3048\n")
+    folder = types.WorkspaceFolder(uri=extra.as_uri(), name="extra")
+
+    async def files_when(ok) -> int:
+        deadline = time.monotonic() + 60
+        while True:
+            index = (await stats(client))["index"]
+            files = index.get("D_r", {}).get("files")
+            if (index["state"] == "ready" and files is not None and ok(files)) or time.monotonic() > deadline:
+                return files
+            await asyncio.sleep(0.2)
+
+    before = await files_when(lambda n: n >= 1)
+    client.workspace_did_change_workspace_folders(types.DidChangeWorkspaceFoldersParams(
+        event=types.WorkspaceFoldersChangeEvent(added=[folder], removed=[])))  # fmt: skip
+    assert await files_when(lambda n: n == before + 2) == before + 2
+    client.workspace_did_change_workspace_folders(types.DidChangeWorkspaceFoldersParams(
+        event=types.WorkspaceFoldersChangeEvent(added=[], removed=[folder])))  # fmt: skip
+    assert await files_when(lambda n: n == before) == before
+
+
 async def test_before_the_model_is_ready_requests_get_empty_results_and_model_change_reloads(tiny_model_dir, tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
