@@ -49,9 +49,9 @@ from lsp_server.documents import (
     tokenizable,
 )
 from lsp_server.prompt import CursorContext
-from lsp_server.sessions import DocumentState
 from lsp_server.protocol import Features, RequestFailed, guard, quiet, workspace_edit
 from lsp_server.recall import may_still_serve, recall
+from lsp_server.sessions import DocumentState
 from lsp_server.settings import ServerSettings, SettingsError
 from lsp_server.state import FastCoderServer
 from lsp_server.workspace import IndexUnavailable

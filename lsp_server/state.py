@@ -15,8 +15,8 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from fastcoder import __version__ as _fastcoder_version
-from lsp_server.complete import Completer
 from lsp_server import notebooks
+from lsp_server.complete import Completer
 from lsp_server.documents import tokenizable
 from lsp_server.fallback import ArPace
 from lsp_server.metrics import ServerMetrics
