@@ -22,6 +22,7 @@ handler failures) is :mod:`lsp_server.protocol`. Body generation and
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -491,10 +492,16 @@ async def resolve_code_action(ls: FastCoderServer, action: types.CodeAction) -> 
     if stub is None or stub.def_line != def_line:
         raise RequestFailed(f"no stub function at line {def_line + 1} any more; ask for code actions again")
     settings = ls.settings
+    # in a notebook cell the model sees the notebook around the cell (notebooks.py)
+    head, tail = notebooks.surroundings(ls.workspace, doc.uri)
+    lines = head.count("\n")
+    seen = dataclasses.replace(stub, start=stub.start + len(head), end=stub.end + len(head),
+                               def_line=stub.def_line + lines, last_line=stub.last_line + lines)  # fmt: skip
     action.edit = await generate_replacement(
         ls, doc, stub.start, stub.end, kind="body", nothing=f"the model proposed no body for {stub.name}()",
         produce=lambda engine, loaded, cancel: actions.generate_body(
-            engine, loaded.fim, text, stub, settings, sources=ls.index.sources() if ls.index is not None else None, cancel=cancel,
+            engine, loaded.fim, head + text + tail, seen, settings, sources=ls.index.sources() if ls.index is not None else None,
+            cancel=cancel,
         ),
     )  # fmt: skip
     return action

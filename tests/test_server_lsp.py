@@ -1268,6 +1268,36 @@ async def test_a_notebook_cell_is_completed_as_part_of_its_notebook(client: Lang
     got = await suggestion(uris[2], cursor)
     assert [t for t, _ in got] == [t for t, _ in await as_file("analysis_script2.py", script(renamed))]
 
+    # "Generate function body" in a cell: the notebook around it too
+    stub = 'def double(x):\n    """Twice x."""'
+    client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
+        notebook_document=types.VersionedNotebookDocumentIdentifier(version=3, uri=nb),
+        change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(text_content=[
+            types.NotebookDocumentCellContentChanges(
+                document=types.VersionedTextDocumentIdentifier(uri=uris[3], version=2),
+                changes=[types.TextDocumentContentChangeWholeDocument(text=stub)],
+            )
+        ])),
+    ))  # fmt: skip
+
+    async def body_edit(uri: str, line: int) -> types.TextEdit:
+        pos = types.Position(line=line, character=0)
+        (offered,) = await client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=pos, end=pos),
+            context=types.CodeActionContext(diagnostics=[])))  # fmt: skip
+        (edit,) = (await client.code_action_resolve_async(offered)).edit.document_changes[0].edits
+        return edit
+
+    in_cell = await body_edit(uris[3], 0)
+    # (the other cells as the percent format writes them: trailing whitespace stripped)
+    as_script = script(renamed).replace("sizes:\n    \n", "sizes:\n").replace("print(total)", stub)
+    uri_script = (workspace / "analysis_script3.py").as_uri()
+    open_doc(client, uri_script, as_script)
+    in_file = await body_edit(uri_script, as_script.split("\n").index("def double(x):"))
+    client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri_script)))
+    assert in_cell.new_text.strip() and in_cell.new_text == in_file.new_text
+    assert in_cell.range.start == in_cell.range.end == types.Position(line=1, character=len('    """Twice x."""'))
+
     client.notebook_document_did_close(types.DidCloseNotebookDocumentParams(
         notebook_document=types.NotebookDocumentIdentifier(uri=nb),
         cell_text_documents=[types.TextDocumentIdentifier(uri=u) for u in uris],
