@@ -138,10 +138,11 @@ class StdioClient:
         return self.call("workspace/executeCommand", {"command": name, "arguments": list(args)}, timeout)
 
     # ------------------------------------------------------------------ lifecycle
-    def initialize(self, root: Path, options: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+    def initialize(self, root: Path, options: dict[str, Any], timeout: float = 60.0,
+                   capabilities: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
         answer = self.call(
             "initialize",
-            {"processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": {},
+            {"processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": capabilities or {},
              "workspaceFolders": [{"uri": root.as_uri(), "name": "ws"}], "initializationOptions": options},
             timeout,
         )  # fmt: skip

@@ -14,7 +14,9 @@ them gets the prefix alone, which typing only extends anyway):
   and the first generated token must start with its text (``Prompt.heal``,
   ``Prompt.allowed``), so the model never has to continue from the middle of a word
   it would have tokenized differently (a probe with Qwen2.5-Coder-0.5B: line-anchored
-  without healing matched 12 of 110 lines where PSM matched 24; with healing 41).
+  without healing matched 12 of 110 lines where PSM matched 24; with healing 41); the
+  token before it too (up to 3) while a vocabulary token starts with all of that text
+  (``.j`` + ``o`` back to ``.jo``, so ``.join`` can come: :func:`heal_split`).
   A whitespace-only last token (indentation) gives back only its last character, so
   the natural split ``"       " + " return"`` stays reachable. Auto-closed brackets
   and quotes: when the rest of the cursor's line is only closers the editor inserted,
@@ -402,10 +404,21 @@ def prompt_suffix(ctx: CursorContext) -> tuple[int, str]:
     return 0, ctx.suffix
 
 
-def heal_split(tokenizer: Any, typed: str) -> tuple[str, str]:
-    """(kept, heal): ``typed`` minus its last token's text, and that text. A
+MAX_HEAL_TOKENS = 3
+"""Most typed tokens one healing takes back (:func:`heal_split`)."""
+
+
+def heal_split(tokenizer: Any, typed: str, info: TokenInfo | None = None) -> tuple[str, str]:
+    """(kept, heal): ``typed`` minus the text of its last token(s), and that text. A
     whitespace-only last token gives back its last character only; a text that is not
-    plain ASCII is not healed (byte-level tokens of one character could not be forced)."""
+    plain ASCII is not healed (byte-level tokens of one character could not be forced).
+
+    With ``info``, more tokens are taken back (up to :data:`MAX_HEAL_TOKENS`) while some
+    vocabulary token still starts with all the text taken back: a name typed half way
+    can end in two tokens that the whole name does not start with. Qwen2.5-Coder splits
+    ``os.path.jo`` as ``.j`` + ``o`` and ``os.path.join`` as ``.join``: taking back ``o``
+    alone, the first token had to start with ``o``, and the 0.5B model wrote
+    ``os.path.jo(home, ...)``; taking back ``.jo``, ``.join`` is allowed again."""
     if not typed:
         return typed, ""
     offsets = _spans(tokenizer, typed)[1] or []
@@ -416,8 +429,16 @@ def heal_split(tokenizer: Any, typed: str) -> tuple[str, str]:
     if heal.isspace() and len(heal) > 1:
         start = len(typed) - 1
         heal = typed[start:]
+        return (typed[:start], heal) if heal.isascii() else (typed, "")
     if not heal or not heal.isascii():
         return typed, ""
+    if info is not None:
+        for k in range(2, min(MAX_HEAL_TOKENS, len(offsets)) + 1):
+            back = int(offsets[-k][0])
+            text = typed[back:]
+            if not text.isascii() or len(info.starting_with(text)) == 0:
+                break
+            start, heal = back, text
     return typed[:start], heal
 
 
@@ -474,7 +495,7 @@ def build_anchored(
     typed = ctx.prefix[len(anchor.head) :]
     heal, allowed = "", None
     if info is not None:
-        kept, heal = heal_split(tokenizer, typed)
+        kept, heal = heal_split(tokenizer, typed, info)
         allowed = info.starting_with(heal) if heal else None
         if heal and (allowed is None or len(allowed) == 0):
             kept, heal, allowed = typed, "", None

@@ -343,6 +343,24 @@ def test_whitespace_heals_by_one_character(tok):
     assert heal_split(tok, "x = café")[1] == ""  # the last token is not ASCII: not healed
 
 
+def test_healing_takes_back_more_tokens_while_one_token_can_still_cover_them(tok, info):
+    """A name typed half way that ends in two tokens: the heal goes back over both when
+    a vocabulary token starts with their text (the one-token heal is its end), every
+    allowed first token starts with it, and whitespace still heals by one character."""
+    longer = 0
+    for word in ("Foundation", "wrapper", "filename", "Texture"):
+        for cut in range(1, len(word)):
+            typed = "    x = " + word[:cut]
+            one_kept, one = heal_split(tok, typed)
+            kept, heal = heal_split(tok, typed, info)
+            assert kept + heal == typed and heal.endswith(one)
+            assert len(info.starting_with(heal)) > 0
+            assert all(tok.decode([int(t)]).startswith(heal) for t in info.starting_with(heal)[:50])
+            longer += len(heal) > len(one)
+    assert longer > 0  # the tiny vocabulary has such names: the rule ran
+    assert heal_split(tok, "    if x:\n        ", info) == ("    if x:\n       ", " ")
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     ops=st.lists(
