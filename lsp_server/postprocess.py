@@ -2,7 +2,9 @@
 
 * never repeat the text right of the cursor or the lines below it:
   - ``line`` mode: an ending that equals the start of the rest of the line is trimmed
-    (``foo(a, b)`` + ``)`` right of the cursor gives ``a, b``);
+    (``foo(a, b)`` + ``)`` right of the cursor gives ``a, b``); when the rest is only
+    auto-closed brackets and quotes that the suggestion closes before writing more
+    (``me}!")`` at ``f"{na|}")``), it is cut where it closes them (``me``);
   - ``block`` mode: generated lines that repeat the lines below the cursor are dropped;
 * trailing whitespace and trailing blank lines go; indentation follows the document's
   style (tabs or spaces);
@@ -36,6 +38,41 @@ def trim_overlap(text: str, rest: str) -> str:
         if body.endswith(piece) and all(c in CLOSERS for c in piece):
             return body[: len(body) - k]
     return text
+
+
+AUTO_CLOSERS = set(")]}\"'`")
+"""What an editor puts right of the cursor by itself (auto-closed brackets and quotes)."""
+OPENER = {")": "(", "]": "[", "}": "{"}
+
+
+def cut_before_closers(text: str, rest: str) -> str:
+    """``text`` up to where it closes what the closers right of the cursor (``rest``: only
+    auto-closers, e.g. ``}")`` in ``f"{na|}")``) already close, when it writes them all
+    and more after the first (``me}!")``: inserted whole, the line would read
+    ``{name}!")}")``; cut, ``{name}")``). The place is the first closing bracket of
+    ``rest[0]``'s kind that the text did not open itself (or, for a quote, its first
+    occurrence); ``text`` as it is when there is none or the closers do not all follow."""
+    if not rest or not text or any(c not in AUTO_CLOSERS for c in rest):
+        return text
+    first = rest[0]
+    depth = 0
+    for i, c in enumerate(text):
+        if first in OPENER:
+            if c == OPENER[first]:
+                depth += 1
+            elif c == first:
+                if depth == 0:
+                    return text[:i] if _in_order(rest, text[i:]) else text
+                depth -= 1
+        elif c == first:
+            return text[:i] if _in_order(rest, text[i:]) else text
+    return text
+
+
+def _in_order(needle: str, hay: str) -> bool:
+    """Whether ``needle``'s characters occur in ``hay`` in order (a subsequence)."""
+    it = iter(hay)
+    return all(c in it for c in needle)
 
 
 def drop_repeated_lines(text: str, following: list[str]) -> str:
@@ -119,6 +156,8 @@ def finalize(text: str, ctx: CursorContext, *, indent_unit: str | None = None, k
             text = text[:nl]
         rest = ctx.line_suffix
         trimmed = trim_overlap(text.rstrip(), rest)
+        if trimmed == text.rstrip():
+            trimmed = cut_before_closers(trimmed, rest.strip())
         if trimmed != text.rstrip() or not rest or rest[:1].isspace() or rest[:1] in CLOSERS:
             text = trimmed.rstrip()
         # else ("return |x"): keep a trailing space, it separates the suggestion from "x"

@@ -11,7 +11,7 @@ from fastcoder.models import detect_fim
 from lsp_server import actions
 from lsp_server.recall import typed_through
 from lsp_server.documents import BadRequest, offset_at, position_at
-from lsp_server.postprocess import document_indent_unit, drop_repeated_lines, finalize, reindent, trim_overlap
+from lsp_server.postprocess import cut_before_closers, document_indent_unit, drop_repeated_lines, finalize, reindent, trim_overlap
 from lsp_server.prompt import CursorContext, build_prompt, cut_prefix, encode
 from lsp_server.sessions import Suggestion
 from lsp_server.settings import ServerSettings, SettingsError
@@ -149,6 +149,20 @@ def test_suffix_deduplication_in_line_mode():
     assert trim_overlap("x = 1", "1 + y") == "x = 1"  # a short overlap of real code stays
     c = ctx_at("    total = sum(|)\n")
     assert finalize("values)\n    return total", c) == "values"
+
+
+def test_a_suggestion_that_closes_the_auto_closed_brackets_and_goes_on_is_cut_where_it_closes_them():
+    # inserted whole, each would leave the closers twice: {name}!")}")  [1, 2, 3]  # n]
+    assert finalize('me}!")', ctx_at('    print(f"Hello, {na|}")\n')) == "me"
+    assert finalize("1, 2, 3]  # three", ctx_at("x = [|]\n")) == "1, 2, 3"
+    assert finalize("bar(1), 2) + x", ctx_at("    y = foo(|)\n")) == "bar(1), 2"  # its own ( ) kept
+    assert finalize('bc", x) or y', ctx_at('    print("a|")\n')) == "bc"
+    assert finalize('bc", end="")', ctx_at('    print("a|")\n')) == 'bc", end="'  # the plain ending: trimmed
+    # untouched: no closers right of the cursor, the closers never written, the plain ending
+    assert finalize("total + 1", ctx_at("    y = foo(|)\n")) == "total + 1"
+    assert finalize("a, b)", ctx_at("    y = foo(|)\n")) == "a, b"
+    assert finalize("compute(1) + ", ctx_at("    x = |y\n")) == "compute(1) + "  # code right of the cursor
+    assert cut_before_closers("a) + b", ")]") == "a) + b"  # "]" never follows: as it is
 
 
 def test_generated_lines_repeating_the_code_below_are_dropped():

@@ -1,0 +1,63 @@
+"""Thirtieth session: requests a user makes while typing, through the real server over stdio
+(qwen2.5-coder-0.5b, dtype auto, default settings but no debounce), to look for answers that are
+plainly wrong (as the Angular import in an empty file was, or ``os.path.jo(`` before healing took
+back more than one token)::
+
+    python docs/bench/probes-s30/user_flows.py
+
+Each line: the file, the text around the cursor (``|``), what the editor would show.
+"""
+import json
+import tempfile
+from pathlib import Path
+
+from fastcoder_bench.lsp_client import StdioClient, server_command
+
+ws = Path(tempfile.mkdtemp(prefix="fastcoder-user-"))
+cl = StdioClient(server_command("qwen2.5-coder-0.5b", dtype="auto"), ws / "server.log")
+cl.initialize(ws, {"debounceMs": 0, "prefetch": False, "warmAtCursor": False, "earlyAnswerMs": None})
+cl.wait_status("ready", 300)
+
+MODULE = '''import json
+from collections import Or|
+
+class Inventory:
+    """Items and their counts."""
+
+    def __init__(self):
+        self.items = {}
+
+    def add(self, name: str, count: int = 1) -> None:
+        if count <= 0:
+            raise ValueError("cou|")
+        self.items[name] = self.items.get(name, 0) + count
+'''
+cases = [
+    ("imports.py", "python", MODULE),
+    ("fstring.py", "python", 'def greet(name):\n    print(f"Hello, {na|}")\n'),
+    ("decorator.py", "python", "import pytest\n\n\n@pytest.mark.para|\ndef test_add(a, b, expected):\n    assert a + b == expected\n"),
+    ("comment.py", "python", "def mean(values):\n    # return the arithmetic mean of |\n"),
+    ("dict.py", "python", 'DEFAULTS = {\n    "host": "localhost",\n    "port": 8080,\n    |\n}\n'),
+    ("method.py", "python", "class Stack:\n    def __init__(self):\n        self._items = []\n\n    def push(self, item):\n        self._items.append(item)\n\n    def pop(self):\n        |\n"),
+    ("newfunc.py", "python", "import os\n\n\ndef |\n"),
+    ("arrow.js", "javascript", "const numbers = [1, 2, 3];\nconst doubled = numbers.map((n) => |);\n"),
+    ("loop.go", "go", "package main\n\nimport \"fmt\"\n\nfunc main() {\n\tfor i := 0; i < 10; i++ {\n\t\t|\n\t}\n}\n"),
+    ("docstring.py", "python", 'def clamp(x, lo, hi):\n    """Return x limited to |\n'),
+    ("call.py", "python", "import subprocess\n\nresult = subprocess.run([\"ls\", \"-l\"], capture_output=True, te|)\n"),
+    ("crlf.py", "python", "def square(x):\r\n    return x * |\r\n"),
+]
+for name, lang, text in cases:
+    cursor = text.index("|")
+    text = text.replace("|", "", 1)
+    before = text[:cursor]
+    line = before.count("\n")
+    col = len(before) - (before.rfind("\n") + 1)
+    uri = (ws / name).as_uri()
+    cl.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": lang, "version": 1, "text": text}})
+    a = cl.call("textDocument/inlineCompletion", {"textDocument": {"uri": uri}, "position": {"line": line, "character": col},
+                                                  "context": {"triggerKind": 1}}, timeout=120)  # fmt: skip
+    items = (a.get("result") or {}).get("items") or []
+    shown = items[0]["insertText"] if items else None
+    around = before[-40:] + "|" + text[cursor : cursor + 20]
+    print(f"{name}: {json.dumps(around)}\n    -> {json.dumps(shown)}")
+print("exit", cl.shutdown())
