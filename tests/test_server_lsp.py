@@ -1255,30 +1255,25 @@ async def test_a_notebook_cell_is_completed_as_part_of_its_notebook(client: Lang
     assert [t for t, _ in alone] != [t for t, _ in got]  # the other cells made a difference
 
     # another cell changes: the next suggestion reads it as it is now
+    def set_cell(version: int, cell: str, text: str) -> None:  # as VS Code sends an edit in a cell
+        client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
+            notebook_document=types.VersionedNotebookDocumentIdentifier(version=version, uri=nb),
+            change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(text_content=[
+                types.NotebookDocumentCellContentChanges(
+                    document=types.VersionedTextDocumentIdentifier(uri=cell, version=version),
+                    changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+                )
+            ])),
+        ))  # fmt: skip
+
     renamed = "import math\n\ndef surface(radius):\n    return math.pi * radius ** 2"
-    client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
-        notebook_document=types.VersionedNotebookDocumentIdentifier(version=2, uri=nb),
-        change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(text_content=[
-            types.NotebookDocumentCellContentChanges(
-                document=types.VersionedTextDocumentIdentifier(uri=uris[1], version=2),
-                changes=[types.TextDocumentContentChangeWholeDocument(text=renamed)],
-            )
-        ])),
-    ))  # fmt: skip
+    set_cell(2, uris[1], renamed)
     got = await suggestion(uris[2], cursor)
     assert [t for t, _ in got] == [t for t, _ in await as_file("analysis_script2.py", script(renamed))]
 
     # "Generate function body" in a cell: the notebook around it too
     stub = 'def double(x):\n    """Twice x."""'
-    client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
-        notebook_document=types.VersionedNotebookDocumentIdentifier(version=3, uri=nb),
-        change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(text_content=[
-            types.NotebookDocumentCellContentChanges(
-                document=types.VersionedTextDocumentIdentifier(uri=uris[3], version=2),
-                changes=[types.TextDocumentContentChangeWholeDocument(text=stub)],
-            )
-        ])),
-    ))  # fmt: skip
+    set_cell(3, uris[3], stub)
 
     async def body_edit(uri: str, line: int) -> types.TextEdit:
         pos = types.Position(line=line, character=0)

@@ -3,15 +3,22 @@
 plainly wrong (as the Angular import in an empty file was, or ``os.path.jo(`` before healing took
 back more than one token)::
 
-    python docs/bench/probes-s30/user_flows.py
+    python docs/bench/probes-s30/user_flows.py [BATCH]
 
-Each line: the file, the text around the cursor (``|``), what the editor would show.
+BATCH 1 (the default: imports, an f-string, a decorator, a comment, a dict, a method, a new
+function, JavaScript, Go, a docstring, a keyword argument, CRLF) or 2 (a half-typed attribute,
+the middle of a function, a call before a comment, TypeScript, Rust, an if block, keyword
+arguments, a list comprehension, Go with tabs, an empty line after a docstring). Each line:
+the file, the text around the cursor (``|``), what the editor would show.
 """
 import json
+import sys
 import tempfile
 from pathlib import Path
 
 from fastcoder_bench.lsp_client import StdioClient, server_command
+
+BATCH = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 
 ws = Path(tempfile.mkdtemp(prefix="fastcoder-user-"))
 cl = StdioClient(server_command("qwen2.5-coder-0.5b", dtype="auto"), ws / "server.log")
@@ -32,7 +39,7 @@ class Inventory:
             raise ValueError("cou|")
         self.items[name] = self.items.get(name, 0) + count
 '''
-cases = [
+BATCH_1 = [
     ("imports.py", "python", MODULE),
     ("fstring.py", "python", 'def greet(name):\n    print(f"Hello, {na|}")\n'),
     ("decorator.py", "python", "import pytest\n\n\n@pytest.mark.para|\ndef test_add(a, b, expected):\n    assert a + b == expected\n"),
@@ -46,6 +53,34 @@ cases = [
     ("call.py", "python", "import subprocess\n\nresult = subprocess.run([\"ls\", \"-l\"], capture_output=True, te|)\n"),
     ("crlf.py", "python", "def square(x):\r\n    return x * |\r\n"),
 ]
+INVENTORY = '''class Inventory:
+    """Items and their counts."""
+
+    def __init__(self):
+        self.items = {}
+
+    def add(self, name: str, count: int = 1) -> None:
+        self.items[name] = self.items.get(name, 0) + count
+
+    def remove(self, name: str) -> None:
+        if name in self.it|
+
+    def total(self) -> int:
+        return sum(self.items.values())
+'''
+BATCH_2 = [
+    ("inventory.py", "python", INVENTORY),
+    ("middle.py", "python", "def parse(line):\n    key, _, value = line.partition(\"=\")\n    |\n    return key.strip(), value.strip()\n\n\ndef main():\n    pass\n"),
+    ("comment_call.py", "python", "import logging\n\nlog = logging.getLogger(__name__)\nlog.info(|)  # startup\n"),
+    ("iface.ts", "typescript", "interface User {\n  id: number;\n  name: string;\n  |\n}\n"),
+    ("vec.rs", "rust", "fn main() {\n    let v: Vec<i32> = |;\n    println!(\"{:?}\", v);\n}\n"),
+    ("ifblock.py", "python", "def sign(x):\n    if x > 0:\n        |\n"),
+    ("kwargs.py", "python", "import requests\n\nresp = requests.get(url, time|)\n"),
+    ("listcomp.py", "python", "words = [\"a\", \"bb\", \"ccc\"]\nlengths = [len(w) for w in |]\n"),
+    ("tabs.go", "go", "package main\n\nfunc add(a int, b int) int {\n\t|\n}\n"),
+    ("emptyline.py", "python", "import sys\n\n\ndef main(argv):\n    \"\"\"Print the arguments, one per line.\"\"\"\n|\n"),
+]
+cases = BATCH_1 if BATCH == 1 else BATCH_2
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
