@@ -161,6 +161,11 @@ def drop_partial_line(text: str) -> str:
     return body[:cut] if cut > 0 and body[:cut].strip() else text
 
 
+BORROW_MIN_TOKENS = 64
+"""A sibling cell's KV cache is taken over only when it holds at least this many more
+tokens of the prompt (:meth:`Completer.borrow_cache`)."""
+
+
 class Completer:
     def __init__(
         self,
@@ -170,6 +175,7 @@ class Completer:
         settings: Callable[[], ServerSettings],
         index: Callable[[], IndexAdapter | None],
         documents: Callable[[], Mapping[str, tuple[Any, str]]] | None = None,
+        cells: Callable[[str], list[str]] | None = None,
     ) -> None:
         self.host = host
         self.registry = registry
@@ -177,6 +183,7 @@ class Completer:
         self.settings = settings
         self.index = index
         self.documents = documents  # uri -> (version, text) of the open documents
+        self.cells = cells  # uri -> the other cells of its notebook (lsp_server/notebooks.py)
         self.buffers = OpenBuffers()
         self.context = ContextBuilder()
         self.ar_pace = ArPace()  # what an AR step costs here (lsp_server/fallback.py)
@@ -641,6 +648,39 @@ class Completer:
             self._special[key] = fim_special_ids(tokenizer)
         return self._special[key]
 
+    def borrow_cache(self, doc: DocumentState, ids: list[int]) -> None:
+        """Model thread, before a generation: a notebook cell whose KV caches hold less of
+        its prompt ``ids`` than a sibling cell's (by :data:`BORROW_MIN_TOKENS`) swaps its
+        spare cache for the sibling's (their prompts share the cells above). Nothing runs
+        on the sibling meanwhile (one model thread); its lock is taken all the same, as
+        the registry's eviction takes it."""
+        if self.cells is None:
+            return
+        session = doc.session
+        have = max(session.kv.common(ids), session.spare.common(ids))
+        best: tuple[Any, str] | None = None
+        best_n = have + BORROW_MIN_TOKENS - 1
+        for uri in self.cells(doc.uri):
+            other = self.registry.get(uri)
+            if other is None or other is doc:
+                continue
+            for name in ("kv", "spare"):
+                n = getattr(other.session, name).common(ids)
+                if n > best_n:
+                    best, best_n = (other.session, name), n
+        if best is None:
+            return
+        owner, name = best
+        if not owner.lock.acquire(blocking=False):
+            return
+        try:
+            theirs = getattr(owner, name)
+            setattr(owner, name, session.spare)
+            session.spare = theirs  # Session.take_longest swaps it in for the prompt
+        finally:
+            owner.lock.release()
+        self.metrics.outcome("kv_from_cell")
+
     def _generate(
         self,
         inflight: Inflight,
@@ -719,8 +759,10 @@ class Completer:
                 if not inflight.background:
                     self.metrics.early_answer(stats, answered_at[0] - t_engine, t_engine - t_begin)
 
+        ids = place_context(context_ids, prompt.ids, context.placement if context is not None else "first", loaded.fim, tok)
+        self.borrow_cache(doc, ids)
         gen = engine.generate(
-            place_context(context_ids, prompt.ids, context.placement if context is not None else "first", loaded.fim, tok),
+            ids,
             config,
             session=doc.session,
             sources=sources,

@@ -24,6 +24,11 @@ Code cells of the cell's language come as they are, markdown cells as comment li
 The text around the cell goes into the cursor state (:func:`surroundings`), so
 everything downstream (the prompt window, the KV cache reuse, remembered answers, the
 stop rules) works on it as on a file.
+
+The prompts of a notebook's cells start alike (the cells above): the first request in a
+cell takes over the KV cache of a sibling cell that holds more of its prompt
+(:meth:`lsp_server.complete.Completer.borrow_cache`, :func:`sibling_cells`), so moving to
+the next cell prefills that cell, not the notebook again.
 """
 
 from __future__ import annotations
@@ -76,6 +81,17 @@ def surroundings(workspace: Workspace, uri: str) -> tuple[str, str]:
     head = "".join(part + "\n\n" for part in before) + CELL_MARK + "\n"
     tail = "".join("\n\n" + part for part in after)
     return head, tail
+
+
+def sibling_cells(workspace: Workspace, uri: str) -> list[str]:
+    """The URIs of the other cells of the notebook holding the cell ``uri`` (as the client
+    names them), in order; ``[]`` for a document that is no cell. Safe from another thread
+    (pygls replaces the cell list on a change; the old one is read whole)."""
+    notebook = workspace.get_notebook_document(cell_uri=uri)
+    if notebook is None:
+        return []
+    me = unquote(uri)
+    return [cell.document for cell in list(notebook.cells) if unquote(cell.document) != me]
 
 
 def _render(kind: types.NotebookCellKind, language: str | None, text: str, notebook_language: str) -> str | None:

@@ -53,6 +53,7 @@ class FastCoderServer(HardenedServer):
         self.completer = Completer(
             self.host, self.registry, self.metrics, lambda: self.settings, lambda: self.index,
             documents=lambda: {u: (d.version, d.source) for u, d in list(self.workspace.text_documents.items())},
+            cells=lambda uri: notebooks.sibling_cells(self.workspace, uri),
         )  # fmt: skip
         self.loop: asyncio.AbstractEventLoop | None = None
         self.roots: list[Path] = []

@@ -1302,6 +1302,34 @@ async def test_a_notebook_cell_is_completed_as_part_of_its_notebook(client: Lang
     assert "not open" in str(err.value)
 
 
+async def test_the_next_cell_takes_over_the_cache_of_the_cell_above(client: LanguageClient, workspace):
+    """The prompts of a notebook's cells start with the same cells: the first request in a
+    cell takes over the KV cache of the sibling holding most of its prompt, so it prefills
+    its own cell, not the notebook again."""
+    nb = (workspace / "long.ipynb").as_uri()
+    big = "\n".join(f"def helper_{i}(value):\n    return value * {i} + {i * i}\n" for i in range(40))
+    texts = [big, "first = helper_3(", "second = helper_4("]
+    uris = [f"vscode-notebook-cell:{nb[len('file:'):]}#C{i}" for i in range(len(texts))]
+    client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
+        notebook_document=types.NotebookDocument(uri=nb, notebook_type="jupyter-notebook", version=1,
+                                                 cells=[types.NotebookCell(kind=types.NotebookCellKind.Code, document=u) for u in uris]),
+        cell_text_documents=[types.TextDocumentItem(uri=u, language_id="python", version=1, text=t) for t, u in zip(texts, uris)],
+    ))  # fmt: skip
+
+    async def ask(i: int) -> dict:
+        await client.text_document_inline_completion_async(inline_params(uris[i], types.Position(line=0, character=len(texts[i]))))
+        return await stats(client)
+
+    before = (await stats(client))["outcomes"].get("kv_from_cell", 0)
+    first = (await ask(1))["last"]
+    assert first["prefillTokens"] > 300  # the whole notebook above: nothing cached yet
+    after = await ask(2)
+    assert after["outcomes"].get("kv_from_cell", 0) == before + 1
+    assert after["last"]["prefillTokens"] * 5 < first["prefillTokens"]  # from where the prompts part on
+    client.notebook_document_did_close(types.DidCloseNotebookDocumentParams(
+        notebook_document=types.NotebookDocumentIdentifier(uri=nb), cell_text_documents=[types.TextDocumentIdentifier(uri=u) for u in uris]))  # fmt: skip
+
+
 async def test_the_prompt_starts_with_the_documents_path_and_keeps_it_cached(repo_model_dir, tmp_path):
     """fileHeader over real stdio with a model whose tokenizer has the repository-format
     tokens: on, the prompt starts with the workspace's name and the document's path
