@@ -12,6 +12,7 @@ Prints per position (when the two differ) and the totals: first line exact, the 
 right (the suggestion starts with the rest of the name), edit similarity of the first line.
 """
 import json
+import os
 import random
 import re
 import sys
@@ -57,6 +58,7 @@ for project in projects:
         picked += 1
 
 ws = Path(tempfile.mkdtemp(prefix="fastcoder-midword-"))
+os.chdir(ws)  # the servers run `python -m`: the current folder would come before PYTHONPATH
 opts = {"debounceMs": 0, "prefetch": False, "warmAtCursor": False, "earlyAnswerMs": None, "maxNewTokens": 32,
         "workspaceIndex": False}  # fmt: skip
 servers = {}
