@@ -46,13 +46,14 @@ OPENER = {")": "(", "]": "[", "}": "{"}
 
 
 def cut_before_closers(text: str, rest: str) -> str:
-    """``text`` up to where it closes what the closers right of the cursor (``rest``: only
-    auto-closers, e.g. ``}")`` in ``f"{na|}")``) already close, when it writes them all
+    """``text`` up to where it closes what the closers right of the cursor (``rest``:
+    closing brackets, quotes and ``;:,``, starting with a bracket or quote, e.g. ``}")``
+    in ``f"{na|}")`` or ``}`;`` in ``${na|}`;``) already close, when it writes them all
     and more after the first (``me}!")``: inserted whole, the line would read
     ``{name}!")}")``; cut, ``{name}")``). The place is the first closing bracket of
     ``rest[0]``'s kind that the text did not open itself (or, for a quote, its first
     occurrence); ``text`` as it is when there is none or the closers do not all follow."""
-    if not rest or not text or any(c not in AUTO_CLOSERS for c in rest):
+    if not rest or not text or rest[0] not in AUTO_CLOSERS or any(c not in CLOSERS for c in rest):
         return text
     first = rest[0]
     depth = 0

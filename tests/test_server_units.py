@@ -155,6 +155,7 @@ def test_a_suggestion_that_closes_the_auto_closed_brackets_and_goes_on_is_cut_wh
     # inserted whole, each would leave the closers twice: {name}!")}")  [1, 2, 3]  # n]
     assert finalize('me}!")', ctx_at('    print(f"Hello, {na|}")\n')) == "me"
     assert finalize("1, 2, 3]  # three", ctx_at("x = [|]\n")) == "1, 2, 3"
+    assert finalize("me}!`;", ctx_at("  return `Hello, ${na|}`;\n")) == "me"  # a typed ; after them
     assert finalize("bar(1), 2) + x", ctx_at("    y = foo(|)\n")) == "bar(1), 2"  # its own ( ) kept
     assert finalize('bc", x) or y', ctx_at('    print("a|")\n')) == "bc"
     assert finalize('bc", end="")', ctx_at('    print("a|")\n')) == 'bc", end="'  # the plain ending: trimmed

@@ -8,7 +8,9 @@ back more than one token)::
 BATCH 1 (the default: imports, an f-string, a decorator, a comment, a dict, a method, a new
 function, JavaScript, Go, a docstring, a keyword argument, CRLF) or 2 (a half-typed attribute,
 the middle of a function, a call before a comment, TypeScript, Rust, an if block, keyword
-arguments, a list comprehension, Go with tabs, an empty line after a docstring). Each line:
+arguments, a list comprehension, Go with tabs, an empty line after a docstring) or 3 (mid-line
+inside quotes, brackets and template strings, Go and Rust blocks, a lambda, code right of the
+cursor, an attribute). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
 """
 import json
@@ -80,7 +82,19 @@ BATCH_2 = [
     ("tabs.go", "go", "package main\n\nfunc add(a int, b int) int {\n\t|\n}\n"),
     ("emptyline.py", "python", "import sys\n\n\ndef main(argv):\n    \"\"\"Print the arguments, one per line.\"\"\"\n|\n"),
 ]
-cases = BATCH_1 if BATCH == 1 else BATCH_2
+BATCH_3 = [
+    ("ts_call.ts", "typescript", "function greet(name: string): string {\n  return `Hello, ${na|}`;\n}\n"),
+    ("ts_import.ts", "typescript", "import { readFile } from \"fs/prom|\";\n"),
+    ("py_dict_get.py", "python", "def port(config):\n    return int(config.get(\"po|\", 8080))\n"),
+    ("py_index.py", "python", "def first(items):\n    return items[|]\n"),
+    ("py_with.py", "python", "def read(path):\n    with open(path, encoding=\"ut|\") as fh:\n        return fh.read()\n"),
+    ("go_err.go", "go", "package main\n\nimport \"os\"\n\nfunc main() {\n\tf, err := os.Open(\"x\")\n\tif err != nil {\n\t\t|\n\t}\n\tdefer f.Close()\n}\n"),
+    ("rs_match.rs", "rust", "fn describe(n: i32) -> &'static str {\n    match n {\n        0 => \"zero\",\n        |\n    }\n}\n"),
+    ("py_lambda.py", "python", "pairs = [(1, \"b\"), (2, \"a\")]\npairs.sort(key=lambda p: |)\n"),
+    ("py_return_mid.py", "python", "def area(w, h):\n    return w * |h\n"),
+    ("py_class_attr.py", "python", "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.|\n"),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
