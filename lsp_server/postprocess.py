@@ -5,7 +5,9 @@
     (``foo(a, b)`` + ``)`` right of the cursor gives ``a, b``); when the rest is only
     auto-closed brackets and quotes that the suggestion closes before writing more
     (``me}!")`` at ``f"{na|}")``), it is cut where it closes them (``me``);
-  - ``block`` mode: generated lines that repeat the lines below the cursor are dropped;
+  - ``block`` mode: generated lines that repeat the lines below the cursor are dropped; on
+    an empty line, a one-line suggestion that is the next line or its start (``return
+    subtotal`` above ``return subtotal + tax_amount``) becomes nothing;
 * trailing whitespace and trailing blank lines go; indentation follows the document's
   style (tabs or spaces);
 * a whitespace-only suggestion becomes nothing (empty string).
@@ -74,6 +76,16 @@ def _in_order(needle: str, hay: str) -> bool:
     """Whether ``needle``'s characters occur in ``hay`` in order (a subsequence)."""
     it = iter(hay)
     return all(c in it for c in needle)
+
+
+def starts_line(line: str, piece: str) -> bool:
+    """Whether ``piece`` is ``line`` or its start up to a token boundary (``return total``
+    starts ``return total + tax``; ``x = 1`` does not start ``x = 10``)."""
+    if not line.startswith(piece):
+        return False
+    rest = line[len(piece) :]
+    word = lambda c: c.isalnum() or c == "_"  # noqa: E731
+    return not rest or not piece or not (word(piece[-1]) and word(rest[0]))
 
 
 def drop_repeated_lines(text: str, following: list[str]) -> str:
@@ -170,8 +182,8 @@ def finalize(text: str, ctx: CursorContext, *, indent_unit: str | None = None, k
         text = drop_repeated_lines(text, ctx.following_lines)
         if ctx.at_indentation:
             nxt = next((ln for ln in ctx.following_lines if ln.strip()), None)
-            if nxt is not None and text.strip() == nxt.strip() and "\n" not in text.strip():
-                text = ""  # the suggestion is the next line again
+            if nxt is not None and "\n" not in text.strip() and starts_line(nxt.strip(), text.strip()):
+                text = ""  # the suggestion is the next line again, or its start
         text = text.rstrip()
         if indent_unit is not None:
             text = reindent(text, indent_unit)

@@ -166,6 +166,15 @@ def test_a_suggestion_that_closes_the_auto_closed_brackets_and_goes_on_is_cut_wh
     assert cut_before_closers("a) + b", ")]") == "a) + b"  # "]" never follows: as it is
 
 
+def test_a_one_line_suggestion_that_starts_the_next_line_is_dropped():
+    c = ctx_at("def total(prices, tax):\n    subtotal = sum(prices)\n    |\n    return subtotal + tax_amount\n")
+    assert finalize("return subtotal", c) == ""  # the model ran into the line below
+    assert finalize("return subtotal + tax_amount", c) == ""
+    assert finalize("tax_amount = subtotal * tax", c) == "tax_amount = subtotal * tax"
+    c = ctx_at("def f():\n    |\n    x = 10\n")
+    assert finalize("x = 1", c) == "x = 1"  # another statement: "1" does not end at a token boundary of "10"
+
+
 def test_generated_lines_repeating_the_code_below_are_dropped():
     following = ["    return result", "", "def other():"]
     gen = "result = 1\n    result += 2\n    return result\n\ndef other():"

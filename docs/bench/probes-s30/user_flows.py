@@ -10,7 +10,9 @@ function, JavaScript, Go, a docstring, a keyword argument, CRLF) or 2 (a half-ty
 the middle of a function, a call before a comment, TypeScript, Rust, an if block, keyword
 arguments, a list comprehension, Go with tabs, an empty line after a docstring) or 3 (mid-line
 inside quotes, brackets and template strings, Go and Rust blocks, a lambda, code right of the
-cursor, an attribute). Each line:
+cursor, an attribute) or 4 (blocks with code below: between two functions, before a return,
+an else branch, a call's next argument, a test body, an except clause, a JS object, a docstring's
+Args, after a TODO, inside a loop). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
 """
 import json
@@ -94,7 +96,19 @@ BATCH_3 = [
     ("py_return_mid.py", "python", "def area(w, h):\n    return w * |h\n"),
     ("py_class_attr.py", "python", "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.|\n"),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3}[BATCH]
+BATCH_4 = [
+    ("between.py", "python", "def load(path):\n    with open(path) as fh:\n        return fh.read()\n\n\n|\n\n\ndef save(path, text):\n    with open(path, \"w\") as fh:\n        fh.write(text)\n"),
+    ("below.py", "python", "def total(prices, tax):\n    subtotal = sum(prices)\n    |\n    return subtotal + tax_amount\n"),
+    ("else.py", "python", "def sign(x):\n    if x >= 0:\n        return 1\n    else:\n        |\n"),
+    ("multiline_call.py", "python", "result = compute(\n    alpha=1,\n    |\n)\n"),
+    ("test_fn.py", "python", "from calc import add\n\n\ndef test_add_negative_numbers():\n    |\n"),
+    ("try.py", "python", "import json\n\n\ndef parse(text):\n    try:\n        return json.loads(text)\n    |\n"),
+    ("obj.js", "javascript", "const config = {\n  host: \"localhost\",\n  |\n};\nmodule.exports = config;\n"),
+    ("args.py", "python", "def scale(values, factor):\n    \"\"\"Multiply every value by factor.\n\n    Args:\n        |\n    \"\"\"\n    return [v * factor for v in values]\n"),
+    ("todo.py", "python", "def fetch(url):\n    # TODO: retry on timeouts\n    |\n"),
+    ("return_mid.py", "python", "def clean(rows):\n    out = []\n    for row in rows:\n        if not row:\n            |\n        out.append(row.strip())\n    return out\n"),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
