@@ -12,7 +12,8 @@ arguments, a list comprehension, Go with tabs, an empty line after a docstring) 
 inside quotes, brackets and template strings, Go and Rust blocks, a lambda, code right of the
 cursor, an attribute) or 4 (blocks with code below: between two functions, before a return,
 an else branch, a call's next argument, a test body, an except clause, a JS object, a docstring's
-Args, after a TODO, inside a loop). Each line:
+Args, after a TODO, inside a loop) or 5 (C, Java, Lua, shell, Ruby, PHP, Kotlin, C++, C#, Swift).
+Each line:
 the file, the text around the cursor (``|``), what the editor would show.
 """
 import json
@@ -108,7 +109,19 @@ BATCH_4 = [
     ("todo.py", "python", "def fetch(url):\n    # TODO: retry on timeouts\n    |\n"),
     ("return_mid.py", "python", "def clean(rows):\n    out = []\n    for row in rows:\n        if not row:\n            |\n        out.append(row.strip())\n    return out\n"),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4}[BATCH]
+BATCH_5 = [
+    ("main.c", "c", "#include <stdio.h>\n\nint main(void) {\n    for (int i = 0; i < 3; i++) {\n        printf(|);\n    }\n    return 0;\n}\n"),
+    ("App.java", "java", "public class App {\n    public static void main(String[] args) {\n        System.out.|\n    }\n}\n"),
+    ("init.lua", "lua", "local M = {}\n\nfunction M.setup(opts)\n  opts = opts or {}\n  |\nend\n\nreturn M\n"),
+    ("build.sh", "shellscript", "#!/bin/bash\nset -euo pipefail\n\nfor f in *.txt; do\n  |\ndone\n"),
+    ("greet.rb", "ruby", "def greet(name)\n  |\nend\n"),
+    ("index.php", "php", "<?php\n\nfunction add($a, $b) {\n    |\n}\n"),
+    ("Main.kt", "kotlin", "fun main() {\n    val names = listOf(\"a\", \"b\")\n    names.forEach { |}\n}\n"),
+    ("util.cpp", "cpp", "#include <vector>\n\nint sum(const std::vector<int>& v) {\n    int total = 0;\n    for (int x : v) |\n    return total;\n}\n"),
+    ("Program.cs", "csharp", "using System;\n\nclass Program {\n    static void Main() {\n        Console.Wri|\n    }\n}\n"),
+    ("lib.swift", "swift", "func square(_ x: Int) -> Int {\n    |\n}\n"),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
