@@ -134,6 +134,32 @@ def test_the_picker_is_deterministic_and_builds_the_documents(tiny_project):
         assert blocks[22] == ["other = A.helper(size)", "    return limit + other"]
 
 
+def test_midname_tasks_put_the_cursor_inside_the_cross_file_name(tiny_project):
+    """``--kinds midname``: the cursor inside the line's first cross-file name (its last
+    part for ``A.helper``), at least one character typed and one left; the document is the
+    file without the rest of that line, which is the target; deterministic; the default
+    kinds pick what they picked before."""
+    project = Project(tiny_project)
+    mids = pick_tasks([project], 4, seed=0, kinds=("midname",))
+    assert [t.to_json() for t in mids] == [t.to_json() for t in pick_tasks([Project(tiny_project)], 4, seed=0, kinds=("midname",))]
+    assert len(mids) == 4 and {t.kind for t in mids} == {"midname"} and {t.line for t in mids} <= CROSS | {30}
+    lines = B.split("\n")
+    names = {11: "Thing", 12: "helper", 21: "LIMIT", 22: "helper", 30: "local_only"}
+    for t in mids:
+        line = lines[t.line - 1]
+        typed = t.prefix[t.prefix.rfind("\n") + 1 :]
+        assert typed + t.target == line.rstrip() and t.prefix + t.target + t.suffix == B  # the rest of the line taken out
+        name = names[t.line]
+        start = line.index(name)
+        assert start < len(typed) < start + len(name)  # inside the name: some typed, some left
+        assert t.position == {"line": t.line - 1, "character": len(typed)}
+    mixed = pick_tasks([project], 6, seed=0, kinds=("line", "block", "midname"))
+    assert [t.kind for t in mixed].count("midname") == 2 and len({t.line for t in mixed}) == len(mixed)
+    assert [t.to_json() for t in pick_tasks([project], 5, seed=0)] == [t.to_json() for t in pick_tasks([project], 5, seed=0, kinds=("line", "block"))]
+    with pytest.raises(ValueError):
+        pick_tasks([project], 4, kinds=("line",))
+
+
 def test_a_name_the_file_defines_itself_is_not_cross_file(tmp_path):
     root = tmp_path / "p"
     (root / "pkg").mkdir(parents=True)

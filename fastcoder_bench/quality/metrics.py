@@ -57,10 +57,10 @@ def exact_match(pred: str, target: str) -> bool:
 
 
 def prediction(suggestion: str, kind: str, target_lines: int) -> str:
-    """What of the suggestion is compared: its first line (``line``) or its first
-    ``target_lines`` lines (``block``)."""
+    """What of the suggestion is compared: its first line (``line``, ``midname``) or its
+    first ``target_lines`` lines (``block``)."""
     lines = suggestion.split("\n")
-    return lines[0] if kind == "line" else "\n".join(lines[:target_lines])
+    return "\n".join(lines[:target_lines]) if kind == "block" else lines[0]
 
 
 def score(suggestion: str, kind: str, target: str) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from typing import Any
 from fastcoder_bench.lsp_client import StdioClient, server_command
 from fastcoder_bench.output import recording
 from fastcoder_bench.quality.metrics import aggregate, paired, ratios, score
-from fastcoder_bench.quality.tasks import KINDS, Project, QualityTask, pick_tasks
+from fastcoder_bench.quality.tasks import DEFAULT_KINDS, KINDS, Project, QualityTask, pick_tasks
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "no-context": {"crossFileContext": False},
@@ -268,7 +268,7 @@ def run(args: argparse.Namespace, rec: Any = None) -> dict[str, Any]:
     load_before = _loadavg()
     t_pick = time.monotonic()
     projects = _projects(args)
-    tasks = pick_tasks(projects, args.tasks, args.seed)
+    tasks = pick_tasks(projects, args.tasks, args.seed, tuple(k.strip() for k in args.kinds.split(",") if k.strip()))
     print(f"{len(tasks)} tasks ({', '.join(f'{k} {sum(t.kind == k for t in tasks)}' for k in KINDS)}) from "
           f"{len(projects)} projects in {time.monotonic() - t_pick:.1f} s; variants {', '.join(variants)}; "
           f"load average {load_before}")  # fmt: skip
@@ -384,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="take tasks from this project folder instead (repeatable)")
     ap.add_argument("--tasks", type=int, default=40, help="tasks in all, spread evenly over the projects (default 40)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--kinds", default=",".join(DEFAULT_KINDS), metavar="K,K",
+                    help="task kinds: line,block (default), midname (the cursor inside a cross-file name), or all three")
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help=f"comma-separated subset of {', '.join(VARIANTS)} (default: all); NAME@MODEL runs NAME's "
                          "settings on another model, side by side on the same tasks (e.g. no-context@qwen2.5-coder-1.5b)")

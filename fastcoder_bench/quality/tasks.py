@@ -17,7 +17,10 @@ Only lines that start a statement of a function body (not its docstring) are tar
 ``line`` target: the line's text after its indentation. ``block`` target: that line and
 the following non-blank lines indented at least as deep, 2 to :data:`MAX_BLOCK_LINES`
 lines. The document is the file without the target: the cursor's line keeps only its
-indentation, the cursor after it.
+indentation, the cursor after it. ``midname`` (opt-in, ``--kinds``): the cursor inside the
+first cross-file name of the line, at least one character of it typed and one left (a user
+typing it: the prompt ends inside a word); the target is the rest of the line, the lines
+below stay.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import ast
 import os
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +36,8 @@ from fastcoder_bench.suite.tasks import normalize_newlines
 
 MAX_FILE_BYTES = 200_000
 MAX_BLOCK_LINES = 4
-KINDS = ("line", "block")
+KINDS = ("line", "block", "midname")
+DEFAULT_KINDS = ("line", "block")
 SKIP_DIRS = frozenset({"build", "dist", "node_modules", "__pycache__", "site-packages"})
 
 
@@ -42,9 +47,9 @@ class QualityTask:
     root: Path  # the project folder (the server's workspace root)
     path: str  # relative posix path of the file
     line: int  # 1-based line of the target's first line
-    kind: str  # "line" | "block"
-    target: str  # the line after its indentation; block: the following lines in full, "\n"-joined
-    prefix: str  # document text before the cursor (ends with the target line's indentation)
+    kind: str  # "line" | "block" | "midname"
+    target: str  # the line after its indentation (midname: after the cursor); block: the following lines in full, "\n"-joined
+    prefix: str  # document text before the cursor (ends with the target line's indentation; midname: inside a name)
     suffix: str  # document text after the cursor ("\n" + the lines after the target)
     names: list[str] = field(default_factory=list)  # the cross-file names the target line uses
     defined_in: list[str] = field(default_factory=list)  # the files defining them (relative, sorted)
@@ -376,19 +381,62 @@ def make_task(project: Project, c: Candidate, kind: str) -> QualityTask:
                        names=[u for u, _ in c.uses], defined_in=sorted({f for _, f in c.uses}), tabs=imported[:3])  # fmt: skip
 
 
+def make_midname_task(project: Project, c: Candidate, rng: random.Random) -> QualityTask | None:
+    """A ``midname`` task at ``c``: the cursor inside the first cross-file name the line uses
+    (its last part for ``mod.name``), ``rng`` choosing how much of it is typed; None when
+    the name is one character or not found as written."""
+    lines = project.text(c.path).split("\n")
+    i = c.line - 1
+    text = lines[i]
+    spots = []
+    for written, _ in c.uses:
+        ident = written.rsplit(".", 1)[-1]
+        m = re.search(r"(?<![\w.])" + re.escape(written) + r"(?!\w)", text)
+        if m is not None and len(ident) >= 2:
+            spots.append((m.end() - len(ident), ident))
+    if not spots:
+        return None
+    start, ident = min(spots)
+    cut = start + rng.randint(1, len(ident) - 1)
+    prefix = "".join(ln + "\n" for ln in lines[:i]) + text[:cut]
+    suffix = "\n" + "\n".join(lines[i + 1 :])
+    names, modules = project.imports(c.path)
+    imported = sorted(set(names.values()) | set(modules.values()))
+    return QualityTask(project.name, project.root, c.path, c.line, "midname", text[cut:].rstrip(), prefix, suffix,
+                       names=[u for u, _ in c.uses], defined_in=sorted({f for _, f in c.uses}), tabs=imported[:3])  # fmt: skip
+
+
 # ------------------------------------------------------------------------------ choosing
 
 
-def pick_tasks(projects: list[Project], n: int, seed: int = 0) -> list[QualityTask]:
+def pick_tasks(projects: list[Project], n: int, seed: int = 0, kinds: tuple[str, ...] = DEFAULT_KINDS) -> list[QualityTask]:
     """``n`` tasks spread evenly over ``projects`` (the first get one more when ``n``
     does not divide), half ``line`` and half ``block`` per project (``line`` first), no
     line taken twice. Deterministic: a seeded shuffle per project; the result runs
-    project by project in the order given, kinds alternating."""
+    project by project in the order given, kinds alternating. With ``midname`` in
+    ``kinds``, its share of each project's quota (all of it alone) comes first from the
+    shuffled candidates; the default kinds pick exactly what they picked before it
+    existed."""
+    unknown = set(kinds) - set(KINDS)
+    if unknown or not kinds or ("line" in kinds) != ("block" in kinds):
+        raise ValueError(f"kinds: 'line,block', 'midname' or 'line,block,midname', not {','.join(kinds)}")
     quotas = [n // len(projects) + (1 if k < n % len(projects) else 0) for k in range(len(projects))] if projects else []
     out: list[QualityTask] = []
     for project, quota in zip(projects, quotas):
         cands = [c for rel in project.files for c in candidates(project, rel)]
         random.Random(f"{seed}:{project.name}").shuffle(cands)
+        if "midname" in kinds:
+            rng = random.Random(f"{seed}:{project.name}:midname")
+            want = quota if len(kinds) == 1 else quota // len(kinds)
+            mids: list[QualityTask] = []
+            while cands and len(mids) < want:
+                task = make_midname_task(project, cands.pop(0), rng)
+                if task is not None:
+                    mids.append(task)
+            out.extend(mids)
+            quota -= len(mids)
+            if "line" not in kinds:
+                continue
         blocks = [c for c in cands if c.block >= 2]
         want_block = min(quota // 2, len(blocks))
         chosen_blocks = blocks[:want_block]
