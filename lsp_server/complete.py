@@ -654,16 +654,14 @@ class Completer:
         spare cache for the sibling's (their prompts share the cells above). Nothing runs
         on the sibling meanwhile (one model thread); its lock is taken all the same, as
         the registry's eviction takes it."""
-        if self.cells is None:
+        siblings = [s for s in map(self.registry.get, self.cells(doc.uri)) if s is not None and s is not doc] if self.cells else []
+        if not siblings:  # not a notebook cell (the usual case: nothing more to do)
             return
         session = doc.session
         have = max(session.kv.common(ids), session.spare.common(ids))
         best: tuple[Any, str] | None = None
         best_n = have + BORROW_MIN_TOKENS - 1
-        for uri in self.cells(doc.uri):
-            other = self.registry.get(uri)
-            if other is None or other is doc:
-                continue
+        for other in siblings:
             for name in ("kv", "spare"):
                 n = getattr(other.session, name).common(ids)
                 if n > best_n:

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from lsp_server.prompt import CursorContext
+from lsp_server.prompt import AUTO_CLOSERS, CursorContext
 from lsp_server.stops import TAB_WIDTH, indent_width
 
 CLOSERS = set(")]}>\"'`;:,")
@@ -42,8 +42,6 @@ def trim_overlap(text: str, rest: str) -> str:
     return text
 
 
-AUTO_CLOSERS = set(")]}\"'`")
-"""What an editor puts right of the cursor by itself (auto-closed brackets and quotes)."""
 OPENER = {")": "(", "]": "[", "}": "{"}
 
 

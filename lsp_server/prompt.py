@@ -70,6 +70,8 @@ from lsp_server.documents import tokenizable
 LAYOUTS = ("anchored", "psm")
 DEFAULT_LAYOUT = "anchored"
 AUTO_CLOSERS = set(")]}\"'`")
+"""What an editor puts right of the cursor by itself after an opener (auto-closed brackets and
+quotes); the prompt, the remembered answers and post-processing all go by it."""
 
 # characters per token is rarely above this; used to avoid tokenizing a whole huge file
 _MAX_CHARS_PER_TOKEN = 12

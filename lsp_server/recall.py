@@ -4,11 +4,8 @@ answered from it without the model (``lsp_server.complete``, step 1)."""
 
 from __future__ import annotations
 
-from lsp_server.prompt import CursorContext
+from lsp_server.prompt import AUTO_CLOSERS, CursorContext
 from lsp_server.sessions import Answers, Suggestion
-
-AUTO_CLOSED = set(")]}\"'`")
-"""Closers an editor inserts by itself after an opener."""
 
 
 def typed_through(last: Suggestion | None, ctx: CursorContext) -> str | None:
@@ -30,7 +27,7 @@ def typed_through(last: Suggestion | None, ctx: CursorContext) -> str | None:
     if not ctx.suffix.endswith(last.suffix):
         return None
     added = ctx.suffix[: len(ctx.suffix) - len(last.suffix)]
-    if not added or len(added) > 8 or any(c not in AUTO_CLOSED for c in added):
+    if not added or len(added) > 8 or any(c not in AUTO_CLOSERS for c in added):
         return None
     line = rest.split("\n")[0].rstrip()
     if not line.endswith(added):
@@ -59,7 +56,7 @@ def may_still_serve(text: str, start: CursorContext, output: str) -> bool:
     if len(text) < len(prefix) + len(suffix) or not text.startswith(prefix) or not text.endswith(suffix):
         return False
     typed = text[len(prefix) : len(text) - len(suffix)]
-    closers = len(typed) - len(typed.rstrip("".join(AUTO_CLOSED)))
+    closers = len(typed) - len(typed.rstrip("".join(AUTO_CLOSERS)))
     if 0 < closers <= 8:
         typed = typed[: len(typed) - closers]
     return output.startswith(typed) or typed.startswith(output)
