@@ -375,6 +375,12 @@ def make_task(project: Project, c: Candidate, kind: str) -> QualityTask:
     target = "\n".join([lines[i][len(indent) :], *lines[i + 1 : i + n]])
     prefix = "".join(ln + "\n" for ln in lines[:i]) + indent
     suffix = "\n" + "\n".join(lines[i + n :])
+    return _task(project, c, kind, target, prefix, suffix)
+
+
+def _task(project: Project, c: Candidate, kind: str, target: str, prefix: str, suffix: str) -> QualityTask:
+    """The task at ``c``: its names, the files defining them and the editor tabs (the files
+    the file imports from, 3 at most)."""
     names, modules = project.imports(c.path)
     imported = sorted(set(names.values()) | set(modules.values()))
     return QualityTask(project.name, project.root, c.path, c.line, kind, target, prefix, suffix,
@@ -399,11 +405,7 @@ def make_midname_task(project: Project, c: Candidate, rng: random.Random) -> Qua
     start, ident = min(spots)
     cut = start + rng.randint(1, len(ident) - 1)
     prefix = "".join(ln + "\n" for ln in lines[:i]) + text[:cut]
-    suffix = "\n" + "\n".join(lines[i + 1 :])
-    names, modules = project.imports(c.path)
-    imported = sorted(set(names.values()) | set(modules.values()))
-    return QualityTask(project.name, project.root, c.path, c.line, "midname", text[cut:].rstrip(), prefix, suffix,
-                       names=[u for u, _ in c.uses], defined_in=sorted({f for _, f in c.uses}), tabs=imported[:3])  # fmt: skip
+    return _task(project, c, "midname", text[cut:].rstrip(), prefix, "\n" + "\n".join(lines[i + 1 :]))
 
 
 # ------------------------------------------------------------------------------ choosing
