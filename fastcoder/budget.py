@@ -349,6 +349,7 @@ class StepBudget:
         self._backoff = 0
         self._idle = 0
         self._shares: list[float] = []  # of the last tree trim() returned, node by node
+        self.step_s: float | None = None  # what the curve says the step trim() sized costs
 
     def should_draft(self) -> bool:
         """False while backing off (the step runs as bucket 1 without drafting)."""
@@ -363,10 +364,12 @@ class StepBudget:
         (None: the curve as measured) and holding ``extra_rows`` rows besides the root and
         the nodes (forced prompt tokens)."""
         self._shares = []
-        if not len(tree):
-            return tree
+        self.step_s = None
         if self.curve is None:
-            return self._chain(tree, [])[0]
+            return self._chain(tree, [])[0] if len(tree) else tree
+        if not len(tree):  # (the curve as measured: no per-length curve for an AR step)
+            self.step_s = self.curve.cost(extra_rows)
+            return tree
         curve = self.curve if length is None else self.curve.at(length)
         tree, shares = self._chain(*self.acceptance.rescore(tree))
         k = curve.best_size(tree.probs, extra_rows=extra_rows)
@@ -374,6 +377,7 @@ class StepBudget:
         if ab is not None:  # how many of these nodes were worth drafting at all
             self._want = curve.best_size(tree.probs, extra_rows=extra_rows, draft_s=ab[0], per_node_s=ab[1])
         tree, self._shares = tree.truncate(k), shares[:k]
+        self.step_s = curve.cost(len(tree) + extra_rows)
         if len(tree):
             self._backoff = 0
         else:  # no tree paid: draft nothing for the next steps

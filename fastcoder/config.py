@@ -95,6 +95,11 @@ class DecodeConfig:
     :mod:`fastcoder.source_weights`. False = the fixed weights above (the paper)."""
     weight_decay: float = 0.9
     """Decay of the learned source weights per observation (0.9 ≈ the last 10 steps)."""
+    source_gate: bool = True
+    """Ask a draft source only while its search pays for itself at this device's step cost,
+    learned online per session (:class:`fastcoder.source_weights.SourceGate`): on a GPU,
+    whose steps cost a few ms, a source that seldom adds a token the others do not is
+    asked only every few drafts; on a CPU every source pays. Needs a cost curve."""
 
     # --- CACHE -----------------------------------------------------------------------
     use_cache: bool = True

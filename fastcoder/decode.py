@@ -183,6 +183,7 @@ def generate(
                 tree = tree.limit_depth(config.max_new_tokens - len(out) - 1, ending)
             forced = tail[1:]  # the first step's prompt rows after its root (then none)
             tree = budget.trim(tree, len(prompt_ids) + len(out), extra_rows=len(forced))  # rows the step attends
+            st.step_s = budget.step_s
             if len(tree) > verifier.max_nodes - len(forced):  # the largest bucket (best-first: still a tree)
                 tree = tree.truncate(verifier.max_nodes - len(forced))
             t2 = time.perf_counter()

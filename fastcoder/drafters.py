@@ -150,6 +150,7 @@ class FastCoderDrafter(Drafter):
         self.active: list[DraftSource] = []
         self._st: DraftState | None = None
         self._offered: dict[str, set] = {}  # source -> draft paths offered in the last draft
+        self._seconds: dict[str, float] = {}  # source -> its search time in the last draft (the gate's)
 
     def start(self, st: DraftState) -> None:
         cfg = st.config
@@ -168,6 +169,10 @@ class FastCoderDrafter(Drafter):
         ses = st.session
         trie = WeightedTrie(cfg.weighting)
         self._offered = {}
+        gate = ses.gate if cfg.source_gate else None
+        self._seconds = {}
+        if gate is not None:
+            gate.next_draft()
 
         def add(src: DraftSource, r: Retrieval | None) -> None:
             if not r:
@@ -175,16 +180,26 @@ class FastCoderDrafter(Drafter):
             weight = weight_of(cfg, src.name)
             if cfg.learn_weights:
                 weight *= ses.weights.factor(src.name)
+            if cfg.learn_weights or gate is not None:
                 self._offered[src.name] = {p for p, _ in r.nodes}
             trie.add(r.nodes, src.name, weight, r.total)
 
+        def asks(src: DraftSource) -> bool:
+            if gate is None or gate.asks(src.name):
+                return True
+            st.stats.gated[src.name] += 1
+            return False
+
         exclusive_hit = False
         for src in self.active:
-            if not src.datastore:
+            if not src.datastore and asks(src):
+                t = time.perf_counter()
                 r = src.propose(st, max_nodes)
+                if gate is not None:
+                    self._seconds[src.name] = time.perf_counter() - t
                 add(src, r)
                 exclusive_hit = exclusive_hit or (src.exclusive and bool(r))
-        stores = [s for s in self.active if s.datastore]
+        stores = [s for s in self.active if s.datastore and asks(s)]
         if not exclusive_hit and cfg.use_datastores and stores:
             line_pos = st.token_info.line_position(st.tokens) if st.token_info is not None else 1
             key = tuple(st.tokens[-cfg.n_min :])
@@ -193,7 +208,7 @@ class FastCoderDrafter(Drafter):
             elif cfg.use_missing_table and key in ses.missing:
                 st.stats.missing_hits += 1
             else:
-                results = timed_search(stores, st, max_nodes, self.pool)
+                results = timed_search(stores, st, max_nodes, self.pool, self._seconds if gate is not None else None)
                 hit = any(bool(r) for r in results)
                 st.stats.note_line_pos(line_pos, hit)
                 if not hit and cfg.use_missing_table:
@@ -203,9 +218,13 @@ class FastCoderDrafter(Drafter):
         return trie.select(max_nodes, cfg.max_draft_depth)
 
     def update(self, st: DraftState, tree: DraftTree, accepted: list[int], new_tokens: list[int]) -> None:
-        if st.config.learn_weights and self._offered and new_tokens:
-            st.session.weights.observe({name: matched_depth(paths, new_tokens) for name, paths in self._offered.items()})
-        self._offered = {}
+        if new_tokens and (self._offered or self._seconds):
+            matched = {name: matched_depth(paths, new_tokens) for name, paths in self._offered.items()}
+            if st.config.learn_weights and matched:
+                st.session.weights.observe(matched)
+            if self._seconds:  # the gate's: every source asked, a draft or not
+                st.session.gate.observe(self._seconds, matched, st.step_s, len(new_tokens))
+        self._offered, self._seconds = {}, {}
         for s in self.active:
             s.update(st, tree, accepted, new_tokens)
 

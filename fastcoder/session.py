@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from fastcoder.budget import AcceptanceModel, DraftCost
 from fastcoder.config import DecodeConfig
 from fastcoder.ngram import NgramIndex
-from fastcoder.source_weights import SourceWeights
+from fastcoder.source_weights import SourceGate, SourceWeights
 from fastcoder.stats import GenStats
 from fastcoder.tokens import TokenInfo
 from fastcoder.verifier import KVState
@@ -60,6 +60,7 @@ class Session:
         self.missing = MissingTable(cfg.missing_table_size)
         self.rng = random.Random(cfg.seed)
         self.weights = SourceWeights(cfg.weight_decay)  # learned trie weight per draft source
+        self.gate = SourceGate()  # which sources pay for their search here
         self.kv = KVState()
         self.spare = KVState()  # filled ahead of time by a caller; swapped in by take_longest
         # how likely drafts are to be accepted, learned by the draft budget
@@ -75,6 +76,7 @@ class Session:
         self.cache.clear()
         self.missing.clear()
         self.weights.clear()
+        self.gate.clear()
         self.kv.reset()
         self.spare.reset()
         self.acceptance = AcceptanceModel(self.acceptance.agreement)
@@ -108,6 +110,9 @@ class DraftState:
     session: Session
     stats: GenStats
     token_info: TokenInfo | None = None
+    step_s: float | None = None
+    """What the draft budget expects the current step to cost (its cost curve at the step's
+    rows and attended length); None without a curve."""
 
     @property
     def output(self) -> list[int]:

@@ -63,3 +63,108 @@ class SourceWeights:
     def clear(self) -> None:
         self._hits.clear()
         self._n.clear()
+
+
+class SourceGate:
+    """Which draft sources pay for their search, learned online per session.
+
+    Every source costs host time at every step it is asked. Where a verify step costs ~100
+    ms (a CPU) every source pays; where it costs ~4 ms (a GPU) a source that seldom adds a
+    token the others do not costs more than it brings: on an H200 (2026-11-27) the repo
+    suite's drafting was 1.74 ms of a 7.0 ms FastCoder step, D_c 0.7 ms of it for 11% of
+    the accepted tokens, and the suite without D_c decoded 1.59x AR against 1.48x with it.
+
+    Kept per source: decayed means of its search seconds and of its *marginal* tokens (how
+    many more leading tokens of the committed output its draft held than the best of the
+    other sources asked at that step); per session: the decayed mean of the tokens a step
+    commits and of what the budget expects a step to cost (its cost curve; no curve, no
+    gate). With C the step's cost, T its tokens and d a source's marginal tokens, the time
+    per token is lower with the source when ``seconds < C * d / (T - d)``. A source that
+    fails that is not asked, one at a time (the worst first, after ``MIN_OBS`` steps with
+    the current set, so two sources that draft the same tokens are never dropped
+    together; only when it costs more than ``MIN_LOSS`` of a step beyond what it brings,
+    so on a CPU nothing is dropped for microseconds), and is asked again at every ``PROBE_EVERY``-th draft, which keeps its
+    figures current and brings it back when it pays again.
+
+    Only which sources draft changes: every draft is verified, so the output stays AR's.
+    """
+
+    MIN_OBS = 8
+    PROBE_EVERY = 8
+    MIN_LOSS = 0.02
+
+    def __init__(self, decay: float = 0.97) -> None:
+        self.decay = decay
+        self._enough = (1 - decay**self.MIN_OBS) / (1 - decay) - 1e-9  # the decayed count of MIN_OBS steps
+        self._s: dict[str, list[float]] = {}  # name -> [n, seconds, marginal tokens]
+        self._step = [0.0, 0.0, 0.0]  # n, step seconds, committed tokens
+        self.dropped: set[str] = set()
+        self._since_change = 0
+        self._drafts = 0
+
+    def asks(self, name: str) -> bool:
+        """Ask ``name`` at this draft? (Call :meth:`next_draft` once per draft first.)"""
+        return name not in self.dropped or self._drafts % self.PROBE_EVERY == 0
+
+    def next_draft(self) -> None:
+        self._drafts += 1
+
+    def observe(self, seconds: dict[str, float], matched: dict[str, int], step_s: float | None, tokens: int) -> None:
+        """One step: the search ``seconds`` and ``matched`` depths of the sources asked,
+        the cost the budget expected of the step (None: no curve) and the tokens committed."""
+        if step_s is None or tokens <= 0:
+            return
+        d = self.decay
+        n, c, t = self._step
+        self._step = [d * n + 1, d * c + step_s, d * t + tokens]
+        probed = False
+        for name, sec in seconds.items():
+            m = matched.get(name, 0)
+            best_other = max((v for k, v in matched.items() if k != name), default=0)
+            row = self._s.setdefault(name, [0.0, 0.0, 0.0])
+            row[0], row[1], row[2] = d * row[0] + 1, d * row[1] + sec, d * row[2] + max(0, m - best_other)
+            probed = probed or name in self.dropped
+        self._since_change += 1
+        if probed or self._since_change >= self.MIN_OBS:
+            self._decide()
+
+    def loss(self, name: str) -> float | None:
+        """Seconds per step the source costs beyond what it saves (> 0: it does not pay);
+        None before ``MIN_OBS`` observations."""
+        row = self._s.get(name)
+        if row is None or row[0] < self._enough:
+            return None
+        n, c, t = self._step
+        if n <= 0:
+            return None
+        step_s, tokens = c / n, t / n
+        sec, marginal = row[1] / row[0], row[2] / row[0]
+        rest = tokens - marginal
+        worth = step_s * marginal / rest if rest > 0 else float("inf")
+        return sec - worth
+
+    def _decide(self) -> None:
+        floor = self.MIN_LOSS * self._step[1] / self._step[0]
+        for name in list(self.dropped):  # back when it clearly pays again (seen on probe steps)
+            loss = self.loss(name)
+            if loss is not None and loss < -floor:
+                self.dropped.discard(name)
+                self._since_change = 0
+        if self._since_change < self.MIN_OBS:
+            return
+        losses = {k: self.loss(k) for k in self._s if k not in self.dropped}
+        worst = max(((v, k) for k, v in losses.items() if v is not None and v > floor), default=None)
+        if worst is not None:
+            self.dropped.add(worst[1])
+            self._since_change = 0
+
+    def snapshot(self) -> dict[str, object]:
+        return {"dropped": sorted(self.dropped),
+                "loss_ms": {k: round(1000 * v, 3) for k in sorted(self._s) if (v := self.loss(k)) is not None}}  # fmt: skip
+
+    def clear(self) -> None:
+        self._s.clear()
+        self._step = [0.0, 0.0, 0.0]
+        self.dropped.clear()
+        self._since_change = 0
+        self._drafts = 0

@@ -31,6 +31,8 @@ class GenStats:
     step_by_bucket: dict[int, list] = field(default_factory=dict)
     # tokens accepted from drafts, by source (cache / context / D_r / D_c / D_d / reuse / prompt)
     accepted_by_source: Counter = field(default_factory=Counter)
+    # drafts at which the source gate did not ask a source (it did not pay here), by source
+    gated: Counter = field(default_factory=Counter)
     # retrieval success by position within the line: pos -> [attempts, hits]
     retrieval_by_line_pos: dict[int, list[int]] = field(default_factory=dict)
     accept_lengths: list[int] = field(default_factory=list)  # accepted draft tokens per step
@@ -95,6 +97,7 @@ class GenStats:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["accepted_by_source"] = dict(self.accepted_by_source)
+        d["gated"] = dict(self.gated)
         d["retrieval_by_line_pos"] = {str(k): v for k, v in sorted(self.retrieval_by_line_pos.items())}
         d["step_by_bucket"] = {str(k): v for k, v in sorted(self.step_by_bucket.items())}
         d.update(

@@ -207,3 +207,91 @@ def test_the_live_context_and_reference_indexes_are_kept_across_a_documents_gene
     d = FastCoderDrafter(Sources(), reference=after[1:])  # the text after the cursor changed
     d.start(state([100] + before + [101] + after[1:] + [102], cfg, ses))
     assert ses.source_state["reference"] is not held["reference"]
+
+
+def test_the_source_gate_drops_a_source_that_costs_more_than_it_adds_and_asks_it_again():
+    """At a GPU's step cost (4 ms) a source that costs 0.7 ms a search and never drafts a
+    token the others do not is dropped after MIN_OBS steps, asked at every PROBE_EVERY-th
+    draft, and back once its probes show it pays; at a CPU's (100 ms) it is never dropped."""
+    from fastcoder.source_weights import SourceGate
+
+    def run(gate, step_s, slow_marginal, steps):
+        for _ in range(steps):
+            gate.next_draft()
+            asked = {n: s for n, s in (("fast", 0.00005), ("slow", 0.0007)) if gate.asks(n)}
+            matched = {"fast": 2, "slow": 2 + slow_marginal}
+            gate.observe(asked, {n: matched[n] for n in asked}, step_s, 3)
+
+    cpu = SourceGate()
+    run(cpu, 0.100, 0, 100)
+    assert not cpu.dropped
+    gpu = SourceGate()
+    run(gpu, 0.004, 0, SourceGate.MIN_OBS - 1)
+    assert not gpu.dropped  # not before MIN_OBS observations
+    run(gpu, 0.004, 0, 2)
+    assert gpu.dropped == {"slow"} and gpu.loss("slow") > 0 > gpu.loss("fast")
+    asked = []
+    for _ in range(3 * SourceGate.PROBE_EVERY):
+        gpu.next_draft()
+        asked.append(gpu.asks("slow"))
+    assert sum(asked) == 3 and gpu.asks("fast")
+    run(gpu, 0.004, 2, 40 * SourceGate.PROBE_EVERY)  # it now adds 2 tokens a step: worth 8 ms
+    assert not gpu.dropped
+    gpu.clear()
+    assert not gpu.dropped and gpu.loss("slow") is None
+    assert SourceGate().loss("x") is None  # never seen
+
+
+def test_the_source_gate_never_drops_two_sources_that_draft_the_same_tokens():
+    """Each of two equal sources adds nothing beyond the other: one is dropped, and then
+    the other, asked alone, holds every token and stays."""
+    from fastcoder.source_weights import SourceGate
+
+    gate = SourceGate()
+    for _ in range(200):
+        gate.next_draft()
+        asked = {n: 0.0005 for n in ("a", "b") if gate.asks(n)}
+        gate.observe(asked, {n: 3 for n in asked}, 0.004, 4)
+        assert len(gate.dropped) <= 1
+    assert len(gate.dropped) == 1
+
+
+def test_the_drafter_stops_asking_a_slow_source_that_adds_nothing_at_a_gpus_step_cost():
+    """Through FastCoderDrafter: a source that takes 2 ms a search and never drafts what
+    is committed is asked at every draft while the step cost is unknown (no curve), with
+    the gate off and where a step costs 1 s, and only at probe drafts where it costs 4 ms."""
+    import time as _time
+
+    from fastcoder.sources import DraftSource
+
+    class Slow(DraftSource):
+        name = "slow"
+
+        def __init__(self):
+            self.calls = 0
+
+        def propose(self, st, max_nodes):
+            self.calls += 1
+            _time.sleep(0.002)
+            return None
+
+    def drive(cfg, step_s, n=40):
+        slow = Slow()
+        buffers = NgramIndex(key_len=2)
+        buffers.add([5, 6, 70, 71, 72] * 4)
+        d = FastCoderDrafter(Sources([slow], buffers=buffers))
+        st = state([1, 5, 6], cfg, Session(cfg))
+        d.start(st)
+        for _ in range(n):
+            st.step_s = step_s
+            tree = d.draft(st, 8)
+            d.update(st, tree, [], [70, 71, 72])
+            st.tokens = [1, 5, 6]
+        return slow.calls
+
+    cfg = DecodeConfig(use_cache=False)
+    assert drive(cfg, None) == 40  # no curve: no gate
+    assert drive(cfg.replace(source_gate=False), 0.004) == 40
+    gated = drive(cfg, 0.004)
+    assert gated <= 10 + 40 // 8 + 1, gated
+    assert drive(cfg, 1.0) == 40  # a slow CPU's step: 2 ms is below MIN_LOSS of it

@@ -238,9 +238,11 @@ class Sources(list):
         return f"Sources({', '.join(s.name for s in self)})"
 
 
-def timed_search(sources: Sequence[DraftSource], st: "DraftState", max_nodes: int, pool=None) -> list[Retrieval]:
+def timed_search(sources: Sequence[DraftSource], st: "DraftState", max_nodes: int, pool=None,
+                 seconds: dict[str, float] | None = None) -> list[Retrieval]:  # fmt: skip
     """Search the datastore sources (in ``pool``'s threads when there are several and
-    ``parallel_search``); wall and serial time go to ``st.stats``."""
+    ``parallel_search``); wall and serial time go to ``st.stats``, each source's to
+    ``seconds`` (by name) when given."""
 
     def one(src):
         t = time.perf_counter()
@@ -256,4 +258,6 @@ def timed_search(sources: Sequence[DraftSource], st: "DraftState", max_nodes: in
     st.stats.search_wall_s += time.perf_counter() - t0
     st.stats.search_serial_s += sum(dt for _, dt in results)
     st.stats.searches += 1
+    if seconds is not None:
+        seconds.update((src.name, dt) for src, (_, dt) in zip(sources, results))
     return [r for r, _ in results]

@@ -5,19 +5,25 @@ there). What is timed is what a run's "draft/retrieval" + "budget trim" columns 
 Python alone.
 
     python -m fastcoder_bench.probes.draft_cost RECORDED_SUITE_DIR CURVE_RUN_JSON
-        [--repeats 3] [--max-new N] [--host-factor F] [--step-wait-ms W [--spin]] [--profile]
+        [--repeats 3] [--methods fastcoder,fastcoder-no-gate] [--pool] [--max-new N] [--host-factor F]
+        [--step-wait-ms W [--spin]] [--profile]
 
 - ``--max-new N``: each recorded output cut to its first N tokens (an editor suggestion is
   ~8-15 tokens; the suite's bodies ~47), the stop being ``max_new_tokens``.
+- ``--methods``: the FastCoder variants of the suite to compare (``fastcoder`` and its
+  ablations), interleaved in each repeat.
+- ``--pool``: the engine's search pool is passed (it searches in threads only where
+  ``parallel_search`` is on).
 - ``--host-factor F``: drafting is charged F times what it measured here, in the budget's
-  drafting-cost model and in the estimate (a GPU host drafted 3x slower than a 2-vCPU EPYC).
+  drafting-cost model, the source gate's and the estimate (the H200's host drafted ~2.3x
+  slower than a 2-vCPU EPYC: 1.9 vs 0.8 ms a step, 2026-11-27).
 - ``--step-wait-ms W``: each verify step is followed by a wait of W ms, as for a device's
   forward (the thread sleeps; with ``--spin`` it polls the clock and stays on its core): what
   a pause between drafts does to drafting. The GPU suite drafted ~3x slower than this probe
   on the same host (2.47 vs 0.6-0.9 ms a step, H100, 2026-11-27); on a 2-vCPU EPYC a 4 ms
   wait raised drafting 0.64 -> 0.78 ms (sleep) and 0.74 ms (spin).
 
-Per repeat, serial search and the engine's search pool interleaved: steps, accepted length,
+Per repeat and method: steps, accepted length,
 draft nodes per step, drafting and trim ms per step, and the estimated speedup over AR on
 the curve: ``sum(AR steps) * c(0) / sum(c(step rows) + F * drafting)``, as ``fastcoder bench
 --simulate`` estimates it (the model's own time varies; compare settings, then measure)."""
@@ -37,6 +43,7 @@ from fastcoder.datastore import clear_memos
 from fastcoder.drafters import Sources
 from fastcoder.models import tokenizer_fingerprint
 from fastcoder.session import Session
+from fastcoder.source_weights import SourceGate
 from fastcoder_bench.suite.repo import RepoCorpus
 from fastcoder_bench.suite.runner import read_results
 from fastcoder_bench.suite.simulate import replay_task
@@ -51,6 +58,8 @@ def main() -> None:
     ap.add_argument("suite_dir", type=Path)
     ap.add_argument("curve_run_json", type=Path)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--methods", default="fastcoder")
+    ap.add_argument("--pool", action="store_true")
     ap.add_argument("--max-new", type=int, default=0)
     ap.add_argument("--host-factor", type=float, default=1.0)
     ap.add_argument("--step-wait-ms", type=float, default=0.0)
@@ -77,15 +86,20 @@ def main() -> None:
             ar["tokens"] = ar["tokens"][: args.max_new]
             ar["stats"] = dict(ar["stats"], stop_reason="max_new_tokens")
             rec["task"] = dict(t, indent=None)
-    (variant,) = [v for v in make_variants(["fastcoder"], ablate=False, max_new_tokens=info["spec"]["max_new_tokens"]) if v.name == "fastcoder"]
-    cfg = variant.config.replace(max_new_tokens=args.max_new) if args.max_new else variant.config
+    names = [m.strip() for m in args.methods.split(",") if m.strip()]
+    variants = make_variants(names, ablate=False, max_new_tokens=info["spec"]["max_new_tokens"])
+    configs = {v.name: (v.config.replace(max_new_tokens=args.max_new) if args.max_new else v.config) for v in variants}
+    uses = {v.name: (v.use_dr, v.use_dc) for v in variants}
     factor = args.host_factor
     observe = StepBudget.observe_drafting
     StepBudget.observe_drafting = lambda self, n, s: observe(self, n, s * factor)  # the slower host's drafting
+    gate_observe = SourceGate.observe
+    SourceGate.observe = lambda self, sec, m, c, t: gate_observe(self, {k: v * factor for k, v in sec.items()}, m, c, t)
     prof = cProfile.Profile() if args.profile else None
     pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="fastcoder-search")  # as the engine's
     for rep in range(args.repeats):
-        for pooled in (False, True):  # interleaved: serial search, then the engine's pool
+        for name in names[rep % len(names):] + names[: rep % len(names)]:  # interleaved, rotating
+            cfg, (use_dr, use_dc) = configs[name], uses[name]
             sessions: dict = {}
             draft = trim = wall = est = ar_est = 0.0
             steps = tokens = nodes = 0
@@ -97,9 +111,10 @@ def main() -> None:
                 ses = sessions.setdefault(rec["task"].get("group"), Session(cfg))
                 if prof is not None and rep == args.repeats - 1:
                     prof.enable()
-                clear_memos(drs[rec["id"]], dc)  # serial and pooled runs draft equally cold
+                clear_memos(drs[rec["id"]], dc)  # every method drafts equally cold
                 t0 = time.perf_counter()
-                gen = replay_task(rec, cfg, Sources(dr=drs[rec["id"]], dc=dc), tok, curve, ses, pool=pool if pooled else None)
+                sources = Sources(dr=drs[rec["id"]] if use_dr else None, dc=dc if use_dc else None)
+                gen = replay_task(rec, cfg, sources, tok, curve, ses, pool=pool if args.pool else None)
                 wall += time.perf_counter() - t0
                 if prof is not None:
                     prof.disable()
@@ -111,7 +126,7 @@ def main() -> None:
                 nodes += sum(st.draft_sizes)
                 est += sum(curve.cost(k) for k in st.draft_sizes) + factor * (st.retrieval_s + st.tree_s)
                 ar_est += (len(ar["tokens"]) - 1 + (st.stop_reason == "eos")) * curve.cost(0)
-            print(f"repeat {rep} {'pool  ' if pooled else 'serial'}: {steps} steps, accepted length {tokens / steps:.2f}, "
+            print(f"repeat {rep} {name:<18}: {steps} steps, accepted length {tokens / steps:.2f}, "
                   f"draft nodes/step {nodes / steps:.1f}; per step: draft {1000 * draft / steps:.2f} ms, "
                   f"trim {1000 * trim / steps:.2f} ms, whole loop (no model) {1000 * wall / steps:.2f} ms; "
                   f"est. speedup vs AR {ar_est / est:.2f}x (host factor {factor:g}); {time.perf_counter() - t_all:.1f} s")

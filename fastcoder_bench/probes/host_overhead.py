@@ -2,7 +2,7 @@
 GPU, whose steps cost ~4 ms, pays on top of its forwards.
 
     python -m fastcoder_bench.probes.host_overhead [FILE] [--keys 150] [--out-tokens 10]
-        [--curve RUN_JSON] [--pool] [--profile]
+        [--curve RUN_JSON] [--pool] [--no-gate] [--profile]
 
 Retypes FILE from a third of the way in, one character at a time, as the typing replay does
 (the text after the cursor unchanged, a sticky window start). At each keystroke both
@@ -49,6 +49,7 @@ def main() -> None:
     ap.add_argument("--curve", type=Path, help="a bench run.json whose cost curve the budget uses (default: none, no trimming)")
     ap.add_argument("--profile", action="store_true", help="cProfile FastCoder's generations")
     ap.add_argument("--pool", action="store_true", help="also FastCoder searching its datastores in the engine's search pool")
+    ap.add_argument("--no-gate", action="store_true", help="also FastCoder asking every source at every draft (no source gate)")
     args = ap.parse_args()
     curve = CostCurve.from_json(json.loads(args.curve.read_text())["machine"]["cost_curve"]) if args.curve else None
     prof = cProfile.Profile() if args.profile else None
@@ -67,6 +68,8 @@ def main() -> None:
     configs = {m: settings.decode_config(method=m, time_budget_s=None) for m in ("ar", "fastcoder")}
     if args.pool:  # the same FastCoder, its datastore searches in the engine's pool (the server's way)
         configs["fastcoder+pool"] = configs["fastcoder"]
+    if args.no_gate:
+        configs["fastcoder-no-gate"] = configs["fastcoder"].replace(source_gate=False)
     pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="fastcoder-search")  # as the engine's
     sessions = {m: Session(c) for m, c in configs.items()}
     TokenInfo.for_tokenizer(tok)  # built once per tokenizer (the server's warm-up does it)
@@ -76,6 +79,7 @@ def main() -> None:
     per_gen = {m: [] for m in configs}
     per_step = {m: [] for m in configs}
     drafting = {m: 0.0 for m in configs}
+    steps = {m: 0 for m in configs}
     for i in range(args.keys):
         cursor = at + i
         prompt = [fim[0]] + ids(text[max(0, at - 6000) : cursor]) + [fim[1]] + suffix + [fim[2]]
@@ -96,11 +100,13 @@ def main() -> None:
             per_gen[m].append(dt)
             per_step[m].append(dt / max(1, gen.stats.forward_steps))
             drafting[m] += gen.stats.retrieval_s + gen.stats.tree_s
+            steps[m] += gen.stats.forward_steps
     for m in configs:
         g = per_gen[m]
         print(f"{m:14s}: per generation median {1000 * statistics.median(g):.2f} ms, mean {1000 * statistics.mean(g):.2f} ms; "
               f"per step median {1000 * statistics.median(per_step[m]):.2f} ms; drafting {100 * drafting[m] / sum(g):.0f}% "
-              f"({len(g)} generations of {args.out_tokens} tokens)")
+              f"({len(g)} generations of {args.out_tokens} tokens, {steps[m] / len(g):.2f} steps each)"
+              + (f"; sources dropped at the end: {', '.join(sorted(sessions[m].gate.dropped)) or 'none'}" if configs[m].source_gate and m != "ar" else ""))
     if prof is not None:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
 

@@ -153,11 +153,13 @@ def build_report(
         if name == "ar":
             ar_ms = ms
         src: Counter = Counter()
+        gated: Counter = Counter()
         pos: dict[int, list[int]] = {}
         hist: Counter = Counter()
         stops: Counter = Counter()
         for s in stats:
             src.update(s.get("accepted_by_source", {}))
+            gated.update(s.get("gated", {}))
             for k, (att, hit) in s.get("retrieval_by_line_pos", {}).items():
                 slot = pos.setdefault(int(k), [0, 0])
                 slot[0] += att
@@ -218,6 +220,7 @@ def build_report(
             "step_ms_by_bucket": _by_bucket(stats),
             "draft_tokens_per_step": _div(sum(s["draft_tokens"] for s in stats), steps),
             "accepted_by_source": dict(sorted(src.items())),
+            "gated_by_source": dict(sorted(gated.items())),
             "search_overlap": max(0.0, (serial - wall) / serial) if serial > 0 else 0.0,
             "searches": int(sum(s.get("searches", 0) for s in stats)),
             "skipped_retrievals": int(sum(s.get("skipped_retrievals", 0) for s in stats)),
@@ -403,6 +406,10 @@ def to_markdown(report: dict[str, Any], plots: Sequence[str] = ()) -> str:
                 tot = sum(m["accepted_by_source"].values())
                 cells = [f"{m['accepted_by_source'].get(s, 0)} ({m['accepted_by_source'].get(s, 0) / tot:.0%})" for s in sources]
                 lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        gated = [(name, m["gated_by_source"]) for name, m in methods.items() if m.get("gated_by_source")]
+        if gated:
+            lines += ["", "Drafts at which the source gate did not ask a source (its search did not pay at this "
+                      "step cost): " + "; ".join(f"{name} " + ", ".join(f"{s} {n}" for s, n in g.items()) for name, g in gated)]
     divs = [(name, d) for name, m in methods.items() for d in m["divergences"]]
     lines += ["", "## Outputs that differ from AR", ""]
     if not divs:

@@ -32,6 +32,7 @@ ABLATIONS: dict[str, tuple[str, dict]] = {
     # factor 3 with the H100's curve; 1.92x -> 1.88x with the CPU's): measure it on the GPU
     "fastcoder-no-dc": ("without D_c", {}),
     "fastcoder-no-cache": ("without the CACHE", {"use_cache": False}),
+    "fastcoder-no-gate": ("with every source asked at every draft (before 2026-11-27)", {"source_gate": False}),
     "fastcoder-no-skip": ("without skip tokens and the missing table", {"use_skip": False, "use_missing_table": False}),
     "fastcoder-no-context": ("without the live context", {"use_context": False}),
     "fastcoder-branches": ("with the side branches a batch-invariant verifier cannot accept (verified before 2026-11-27)",
