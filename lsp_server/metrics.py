@@ -126,6 +126,7 @@ class ServerMetrics:
                 "queueMs": 1000.0 * st.queue_s,
                 "stopReason": st.stop_reason,
                 "acceptedBySource": dict(st.accepted_by_source),
+                "sourcesGated": dict(st.gated),
             }
 
     def early_answer(self, st: GenStats, engine_s: float, setup_s: float) -> None:
