@@ -96,10 +96,10 @@ class DecodeConfig:
     weight_decay: float = 0.9
     """Decay of the learned source weights per observation (0.9 ≈ the last 10 steps)."""
     source_gate: bool = True
-    """Ask a draft source only while its search pays for itself at this device's step cost,
-    learned online per session (:class:`fastcoder.source_weights.SourceGate`): on a GPU,
-    whose steps cost a few ms, a source that seldom adds a token the others do not is
-    asked only every few drafts; on a CPU every source pays. Needs a cost curve."""
+    """Search a datastore (D_r, D_c, D_d) only while its search pays for itself at this
+    device's step cost, learned online per session (:class:`fastcoder.source_weights.SourceGate`):
+    on a GPU, whose steps cost a few ms, one that seldom adds a token the other sources do
+    not is searched only every 8th draft; on a CPU every one pays. Needs a cost curve."""
 
     # --- CACHE -----------------------------------------------------------------------
     use_cache: bool = True

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
@@ -180,7 +181,6 @@ class FastCoderDrafter(Drafter):
             weight = weight_of(cfg, src.name)
             if cfg.learn_weights:
                 weight *= ses.weights.factor(src.name)
-            if cfg.learn_weights or gate is not None:
                 self._offered[src.name] = {p for p, _ in r.nodes}
             trie.add(r.nodes, src.name, weight, r.total)
 
@@ -192,11 +192,8 @@ class FastCoderDrafter(Drafter):
 
         exclusive_hit = False
         for src in self.active:
-            if not src.datastore and asks(src):
-                t = time.perf_counter()
+            if not src.datastore:
                 r = src.propose(st, max_nodes)
-                if gate is not None:
-                    self._seconds[src.name] = time.perf_counter() - t
                 add(src, r)
                 exclusive_hit = exclusive_hit or (src.exclusive and bool(r))
         stores = [s for s in self.active if s.datastore and asks(s)]
@@ -218,12 +215,11 @@ class FastCoderDrafter(Drafter):
         return trie.select(max_nodes, cfg.max_draft_depth)
 
     def update(self, st: DraftState, tree: DraftTree, accepted: list[int], new_tokens: list[int]) -> None:
-        if new_tokens and (self._offered or self._seconds):
-            matched = {name: matched_depth(paths, new_tokens) for name, paths in self._offered.items()}
-            if st.config.learn_weights and matched:
-                st.session.weights.observe(matched)
-            if self._seconds:  # the gate's: every source asked, a draft or not
-                st.session.gate.observe(self._seconds, matched, st.step_s, len(new_tokens))
+        if st.config.learn_weights and self._offered and new_tokens:
+            st.session.weights.observe({name: matched_depth(paths, new_tokens) for name, paths in self._offered.items()})
+        if self._seconds and new_tokens:  # the gate's: every datastore searched, and whose accepted nodes were its own
+            own = Counter(tree.sources[i] for i in accepted if tree.agree and tree.agree[i] == 1)
+            st.session.gate.observe(self._seconds, own, st.step_s, len(new_tokens))
         self._offered, self._seconds = {}, {}
         for s in self.active:
             s.update(st, tree, accepted, new_tokens)

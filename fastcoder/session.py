@@ -54,13 +54,16 @@ class MissingTable:
 class Session:
     """State shared by the generations of one document (or one benchmark task)."""
 
-    def __init__(self, config: DecodeConfig | None = None) -> None:
+    def __init__(self, config: DecodeConfig | None = None, gate_parent: SourceGate | None = None) -> None:
+        """``gate_parent``: the process's :class:`SourceGate` for sessions like this one
+        (which datastores pay their search on this device); the session's own gate starts
+        from it and feeds it."""
         cfg = config or DecodeConfig()
         self.cache = NgramIndex(key_len=cfg.n_min, max_sequences=cfg.cache_max_sequences)
         self.missing = MissingTable(cfg.missing_table_size)
         self.rng = random.Random(cfg.seed)
         self.weights = SourceWeights(cfg.weight_decay)  # learned trie weight per draft source
-        self.gate = SourceGate()  # which sources pay for their search here
+        self.gate = SourceGate(parent=gate_parent)  # which datastores pay for their search here
         self.kv = KVState()
         self.spare = KVState()  # filled ahead of time by a caller; swapped in by take_longest
         # how likely drafts are to be accepted, learned by the draft budget

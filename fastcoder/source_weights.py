@@ -66,41 +66,69 @@ class SourceWeights:
 
 
 class SourceGate:
-    """Which draft sources pay for their search, learned online per session.
+    """Which datastores (D_r, D_c, D_d: the suffix-array searches) pay for their search,
+    learned online per session.
 
-    Every source costs host time at every step it is asked. Where a verify step costs ~100
-    ms (a CPU) every source pays; where it costs ~4 ms (a GPU) a source that seldom adds a
-    token the others do not costs more than it brings: on an H200 (2026-11-27) the repo
-    suite's drafting was 1.74 ms of a 7.0 ms FastCoder step, D_c 0.7 ms of it for 11% of
-    the accepted tokens, and the suite without D_c decoded 1.59x AR against 1.48x with it.
+    A datastore costs host time at every step it is searched. Where a verify step costs
+    25-70 ms (a CPU) every one pays; where it costs ~4 ms (a GPU) one that seldom adds a
+    token the other sources do not costs more than it brings: on an H200 (2026-11-27) the
+    repo suite's drafting was 1.74 ms of a 7.0 ms FastCoder step, D_c 0.7 ms of it for 11%
+    of the accepted tokens, and the suite without D_c decoded 1.59x AR against 1.48x.
 
-    Kept per source: decayed means of its search seconds and of its *marginal* tokens (how
-    many more leading tokens of the committed output its draft held than the best of the
-    other sources asked at that step); per session: the decayed mean of the tokens a step
-    commits and of what the budget expects a step to cost (its cost curve; no curve, no
-    gate). With C the step's cost, T its tokens and d a source's marginal tokens, the time
-    per token is lower with the source when ``seconds < C * d / (T - d)``. A source that
-    fails that is not asked, one at a time (the worst first, after ``MIN_OBS`` steps with
-    the current set, so two sources that draft the same tokens are never dropped
-    together; only when it costs more than ``MIN_LOSS`` of a step beyond what it brings,
-    so on a CPU nothing is dropped for microseconds), and is asked again at every ``PROBE_EVERY``-th draft, which keeps its
-    figures current and brings it back when it pays again.
+    Kept per source: decayed means (``decay`` per step) of its search seconds and of its
+    *own* tokens d (the accepted nodes of the verified tree that no other source drafted,
+    the in-memory sources included: what the step would have lost without it); per
+    session: the decayed means of the step's cost C (what the budget's cost curve expects;
+    no curve, no gate) and of the tokens T a step commits. The time per token is lower
+    with the source when ``seconds < C * d / (T - d)``; ``loss`` is the difference.
+
+    A source whose loss exceeds ``MIN_LOSS`` of a step is not searched: one at a time, the
+    worst first, after ``MIN_OBS`` steps with the current set (so of two sources that
+    draft the same tokens, each owning none while both are asked, only one goes, and the
+    other then owns them). A dropped source is searched at every ``PROBE_EVERY``-th draft,
+    which keeps its figures current, and comes back once its loss is under half the
+    floor. On a CPU a search costs far less than 5% of a step, so only a cold start's
+    slow searches can drop one, for a while.
+
+    The in-memory sources (live context, CACHE, reference, buffers) are always asked: they
+    are cheap, and gating them too (tried: 2026-11-27, the H200 suite's drafting replayed
+    with its curve) dropped the live context as well and estimated less (1.41-1.47x AR
+    against 1.44-1.50x with the datastores alone, 1.39-1.41x without a gate, all with
+    the first rule for d: the matched depth beyond the best other source).
+
+    ``parent``: the process's gate for this kind of session (the server's, one benchmark
+    method's). Every step a session observes also feeds it, and a new session starts from
+    its figures, weighted as ``MIN_OBS`` steps, and its dropped set: a document learns from
+    the ones before it (where D_c does not pay, a new document does not search it for its
+    first steps) and then from itself.
 
     Only which sources draft changes: every draft is verified, so the output stays AR's.
     """
 
     MIN_OBS = 8
     PROBE_EVERY = 8
-    MIN_LOSS = 0.02
+    MIN_LOSS = 0.05
 
-    def __init__(self, decay: float = 0.97) -> None:
+    def __init__(self, decay: float = 0.97, parent: "SourceGate | None" = None) -> None:
         self.decay = decay
+        self.parent = parent
         self._enough = (1 - decay**self.MIN_OBS) / (1 - decay) - 1e-9  # the decayed count of MIN_OBS steps
-        self._s: dict[str, list[float]] = {}  # name -> [n, seconds, marginal tokens]
+        self._s: dict[str, list[float]] = {}  # name -> [n, seconds, own tokens]
         self._step = [0.0, 0.0, 0.0]  # n, step seconds, committed tokens
         self.dropped: set[str] = set()
         self._since_change = 0
         self._drafts = 0
+        self.clear()
+
+    def _seed(self) -> None:
+        """The parent's figures, weighted as MIN_OBS steps, and its dropped set."""
+        p = self.parent
+        if p is None or p._step[0] <= 0:
+            return
+        scale = lambda row: [x * min(1.0, self._enough / row[0]) for x in row] if row[0] > 0 else list(row)  # noqa: E731
+        self._s = {k: scale(row) for k, row in p._s.items()}
+        self._step = scale(p._step)
+        self.dropped = set(p.dropped)
 
     def asks(self, name: str) -> bool:
         """Ask ``name`` at this draft? (Call :meth:`next_draft` once per draft first.)"""
@@ -109,20 +137,21 @@ class SourceGate:
     def next_draft(self) -> None:
         self._drafts += 1
 
-    def observe(self, seconds: dict[str, float], matched: dict[str, int], step_s: float | None, tokens: int) -> None:
-        """One step: the search ``seconds`` and ``matched`` depths of the sources asked,
-        the cost the budget expected of the step (None: no curve) and the tokens committed."""
+    def observe(self, seconds: dict[str, float], own: dict[str, int], step_s: float | None, tokens: int) -> None:
+        """One step: the search ``seconds`` of the sources asked and their ``own`` accepted
+        tokens (drafted by no other source; absent = 0), the cost the budget expected of
+        the step (None: no curve) and the tokens committed."""
         if step_s is None or tokens <= 0:
             return
+        if self.parent is not None:
+            self.parent.observe(seconds, own, step_s, tokens)
         d = self.decay
         n, c, t = self._step
         self._step = [d * n + 1, d * c + step_s, d * t + tokens]
         probed = False
         for name, sec in seconds.items():
-            m = matched.get(name, 0)
-            best_other = max((v for k, v in matched.items() if k != name), default=0)
             row = self._s.setdefault(name, [0.0, 0.0, 0.0])
-            row[0], row[1], row[2] = d * row[0] + 1, d * row[1] + sec, d * row[2] + max(0, m - best_other)
+            row[0], row[1], row[2] = d * row[0] + 1, d * row[1] + sec, d * row[2] + own.get(name, 0)
             probed = probed or name in self.dropped
         self._since_change += 1
         if probed or self._since_change >= self.MIN_OBS:
@@ -145,9 +174,9 @@ class SourceGate:
 
     def _decide(self) -> None:
         floor = self.MIN_LOSS * self._step[1] / self._step[0]
-        for name in list(self.dropped):  # back when it clearly pays again (seen on probe steps)
+        for name in list(self.dropped):  # back when well under the floor (seen on probe steps)
             loss = self.loss(name)
-            if loss is not None and loss < -floor:
+            if loss is not None and loss < floor / 2:
                 self.dropped.discard(name)
                 self._since_change = 0
         if self._since_change < self.MIN_OBS:
@@ -163,8 +192,10 @@ class SourceGate:
                 "loss_ms": {k: round(1000 * v, 3) for k in sorted(self._s) if (v := self.loss(k)) is not None}}  # fmt: skip
 
     def clear(self) -> None:
-        self._s.clear()
+        """Forget this session's figures (back to the parent's, when it has one)."""
+        self._s = {}
         self._step = [0.0, 0.0, 0.0]
-        self.dropped.clear()
+        self.dropped = set()
         self._since_change = 0
         self._drafts = 0
+        self._seed()

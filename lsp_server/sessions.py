@@ -45,6 +45,7 @@ from typing import Any
 
 from fastcoder.config import DecodeConfig
 from fastcoder.session import Session
+from fastcoder.source_weights import SourceGate
 from lsp_server.fallback import ArFallback
 
 MAX_KV_DOCUMENTS = 8
@@ -193,13 +194,14 @@ class SessionRegistry:
 
     def __init__(self, max_kv_documents: int = MAX_KV_DOCUMENTS, max_kv_bytes: int = MAX_KV_BYTES) -> None:
         self._docs: OrderedDict[str, DocumentState] = OrderedDict()
+        self.gate = SourceGate()  # which datastores pay their search on this device: each document's gate starts from it
         self.max_kv_documents = max_kv_documents
         self.max_kv_bytes = max_kv_bytes
 
     def open(self, uri: str, config: DecodeConfig) -> DocumentState:
         state = self._docs.get(uri)
         if state is None:
-            state = self._docs[uri] = DocumentState(uri, Session(config))
+            state = self._docs[uri] = DocumentState(uri, Session(config, self.gate))
         self.touch(uri)
         return state
 
@@ -251,9 +253,11 @@ class SessionRegistry:
         return sum(session_kv_bytes(doc.session) for doc in self._docs.values())
 
     def reset_all(self, config: DecodeConfig) -> None:
-        """After a model change: every session starts again (KV and CACHE are per model)."""
+        """After a model change: every session starts again (KV and CACHE are per model; the
+        step cost, and so which datastores pay, per model and device)."""
+        self.gate = SourceGate()
         for state in self._docs.values():
-            state.session = Session(config)
+            state.session = Session(config, self.gate)
             state.answers.clear()
             state.sticky_start = None
             state.planned_start = None

@@ -210,17 +210,18 @@ def test_the_live_context_and_reference_indexes_are_kept_across_a_documents_gene
 
 
 def test_the_source_gate_drops_a_source_that_costs_more_than_it_adds_and_asks_it_again():
-    """At a GPU's step cost (4 ms) a source that costs 0.7 ms a search and never drafts a
-    token the others do not is dropped after MIN_OBS steps, asked at every PROBE_EVERY-th
-    draft, and back once its probes show it pays; at a CPU's (100 ms) it is never dropped."""
+    """At a GPU's step cost (4 ms) a source that costs 0.7 ms a search and never has an
+    accepted token of its own (one no other source drafted) is dropped after MIN_OBS steps,
+    asked at every PROBE_EVERY-th draft, and back once its probes show it pays; at a CPU's
+    (100 ms) it is never dropped."""
     from fastcoder.source_weights import SourceGate
 
-    def run(gate, step_s, slow_marginal, steps):
+    def run(gate, step_s, slow_own, steps):
         for _ in range(steps):
             gate.next_draft()
             asked = {n: s for n, s in (("fast", 0.00005), ("slow", 0.0007)) if gate.asks(n)}
-            matched = {"fast": 2, "slow": 2 + slow_marginal}
-            gate.observe(asked, {n: matched[n] for n in asked}, step_s, 3)
+            own = {"fast": 1, "slow": slow_own}
+            gate.observe(asked, {n: own[n] for n in asked}, step_s, 3)
 
     cpu = SourceGate()
     run(cpu, 0.100, 0, 100)
@@ -243,29 +244,30 @@ def test_the_source_gate_drops_a_source_that_costs_more_than_it_adds_and_asks_it
 
 
 def test_the_source_gate_never_drops_two_sources_that_draft_the_same_tokens():
-    """Each of two equal sources adds nothing beyond the other: one is dropped, and then
-    the other, asked alone, holds every token and stays."""
+    """Each of two equal sources adds nothing beyond the other (no accepted token is its
+    own): one is dropped, and then the other, asked alone, owns every token and stays."""
     from fastcoder.source_weights import SourceGate
 
     gate = SourceGate()
     for _ in range(200):
         gate.next_draft()
         asked = {n: 0.0005 for n in ("a", "b") if gate.asks(n)}
-        gate.observe(asked, {n: 3 for n in asked}, 0.004, 4)
+        gate.observe(asked, {n: 3 for n in asked} if len(asked) == 1 else {}, 0.004, 4)
         assert len(gate.dropped) <= 1
     assert len(gate.dropped) == 1
 
 
-def test_the_drafter_stops_asking_a_slow_source_that_adds_nothing_at_a_gpus_step_cost():
-    """Through FastCoderDrafter: a source that takes 2 ms a search and never drafts what
+def test_the_drafter_stops_asking_a_slow_datastore_that_adds_nothing_at_a_gpus_step_cost():
+    """Through FastCoderDrafter: a datastore that takes 2 ms a search and never drafts what
     is committed is asked at every draft while the step cost is unknown (no curve), with
     the gate off and where a step costs 1 s, and only at probe drafts where it costs 4 ms."""
     import time as _time
 
     from fastcoder.sources import DraftSource
 
-    class Slow(DraftSource):
+    class Slow(DraftSource):  # a datastore: the in-memory sources are cheap and always asked
         name = "slow"
+        datastore = True
 
         def __init__(self):
             self.calls = 0
@@ -289,9 +291,29 @@ def test_the_drafter_stops_asking_a_slow_source_that_adds_nothing_at_a_gpus_step
             st.tokens = [1, 5, 6]
         return slow.calls
 
-    cfg = DecodeConfig(use_cache=False)
+    cfg = DecodeConfig(use_cache=False, use_missing_table=False)  # (the same context at every draft)
     assert drive(cfg, None) == 40  # no curve: no gate
     assert drive(cfg.replace(source_gate=False), 0.004) == 40
     gated = drive(cfg, 0.004)
     assert gated <= 10 + 40 // 8 + 1, gated
     assert drive(cfg, 1.0) == 40  # a slow CPU's step: 2 ms is below MIN_LOSS of it
+
+
+def test_a_new_session_starts_from_the_gate_of_the_sessions_before_it():
+    """The server's registry keeps one parent gate: what one document learned (a datastore
+    that does not pay here) a new document starts with, and its own steps feed it back."""
+    from fastcoder.source_weights import SourceGate
+
+    parent = SourceGate()
+    first = Session(DecodeConfig(), gate_parent=parent).gate
+    for _ in range(3 * SourceGate.MIN_OBS):
+        first.next_draft()
+        asked = {n: s for n, s in (("D_r", 0.00005), ("D_c", 0.0007)) if first.asks(n)}
+        first.observe(asked, {"D_r": 1} if "D_r" in asked else {}, 0.004, 3)
+    assert first.dropped == {"D_c"} and parent.dropped == {"D_c"}
+    second = Session(DecodeConfig(), gate_parent=parent).gate
+    assert second.dropped == {"D_c"} and second.loss("D_c") > 0  # from its first draft
+    alone = Session(DecodeConfig()).gate
+    assert not alone.dropped and alone.loss("D_c") is None
+    second.clear()  # (a session reset) back to the parent's figures, not to nothing
+    assert second.dropped == {"D_c"}

@@ -326,6 +326,20 @@ def test_kv_caches_of_open_documents_are_capped_in_bytes():
     assert [i for i in range(5) if reg.get(f"file:///{i}.py").session.kv.cache is not None] == [0, 3]
 
 
+def test_documents_share_the_registrys_source_gate_until_the_model_changes():
+    from fastcoder.config import DecodeConfig
+    from lsp_server.sessions import SessionRegistry
+
+    reg = SessionRegistry()
+    a, b = (reg.open(f"file:///{n}.py", DecodeConfig()) for n in "ab")
+    assert a.session.gate.parent is reg.gate is b.session.gate.parent
+    a.session.gate.observe({"D_c": 0.001}, {}, 0.004, 3)
+    assert reg.gate.loss("D_c") is None and reg.gate._step[0] == 1  # fed by a document's steps
+    old = reg.gate
+    reg.reset_all(DecodeConfig())  # another model or device: another step cost
+    assert reg.gate is not old and a.session.gate.parent is reg.gate
+
+
 def test_kv_limits_hold_once_requests_end_and_spare_busy_sessions():
     from fastcoder.config import DecodeConfig
     from lsp_server.sessions import Inflight, SessionRegistry

@@ -26,7 +26,8 @@ Python alone.
 Per repeat and method: steps, accepted length,
 draft nodes per step, drafting and trim ms per step, and the estimated speedup over AR on
 the curve: ``sum(AR steps) * c(0) / sum(c(step rows) + F * drafting)``, as ``fastcoder bench
---simulate`` estimates it (the model's own time varies; compare settings, then measure)."""
+--simulate`` estimates it (the model's own time varies; compare settings, then measure), and
+the datastore searches the source gate skipped."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ import cProfile
 import json
 import pstats
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -101,14 +103,16 @@ def main() -> None:
         for name in names[rep % len(names):] + names[: rep % len(names)]:  # interleaved, rotating
             cfg, (use_dr, use_dc) = configs[name], uses[name]
             sessions: dict = {}
+            gate = SourceGate()  # the process's for this method, as the server and the suite keep one
             draft = trim = wall = est = ar_est = 0.0
+            gated: Counter = Counter()
             steps = tokens = nodes = 0
             t_all = time.perf_counter()
             for rec in records:
                 ar = rec["results"]["ar"]
                 if len(ar["tokens"]) < 2:
                     continue
-                ses = sessions.setdefault(rec["task"].get("group"), Session(cfg))
+                ses = sessions.setdefault(rec["task"].get("group"), Session(cfg, gate))
                 if prof is not None and rep == args.repeats - 1:
                     prof.enable()
                 clear_memos(drs[rec["id"]], dc)  # every method drafts equally cold
@@ -124,12 +128,14 @@ def main() -> None:
                 steps += st.forward_steps
                 tokens += len(ar["tokens"]) - 1
                 nodes += sum(st.draft_sizes)
+                gated.update(st.gated)
                 est += sum(curve.cost(k) for k in st.draft_sizes) + factor * (st.retrieval_s + st.tree_s)
                 ar_est += (len(ar["tokens"]) - 1 + (st.stop_reason == "eos")) * curve.cost(0)
             print(f"repeat {rep} {name:<18}: {steps} steps, accepted length {tokens / steps:.2f}, "
                   f"draft nodes/step {nodes / steps:.1f}; per step: draft {1000 * draft / steps:.2f} ms, "
                   f"trim {1000 * trim / steps:.2f} ms, whole loop (no model) {1000 * wall / steps:.2f} ms; "
-                  f"est. speedup vs AR {ar_est / est:.2f}x (host factor {factor:g}); {time.perf_counter() - t_all:.1f} s")
+                  f"est. speedup vs AR {ar_est / est:.2f}x (host factor {factor:g}); {time.perf_counter() - t_all:.1f} s"
+                  + (f"; searches gated: {', '.join(f'{k} {v}' for k, v in sorted(gated.items()))}" if gated else ""))
     if prof is not None:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(45)
 

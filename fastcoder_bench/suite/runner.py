@@ -178,6 +178,7 @@ class Harness:
     pass_at_1: bool = False
     corpora: dict[str, Any] = field(default_factory=dict)
     sessions: dict[tuple[str, str], Any] = field(default_factory=dict)
+    gates: dict[str, Any] = field(default_factory=dict)  # variant -> its SourceGate parent
     fingerprint: str = ""
 
     def prompt_ids(self, task: BenchTask) -> list[int]:
@@ -204,11 +205,14 @@ class Harness:
     def session_for(self, variant: Variant, task: BenchTask):
         from fastcoder.session import Session
 
+        from fastcoder.source_weights import SourceGate
+
+        gate = self.gates.setdefault(variant.name, SourceGate())  # one per method, as the server keeps one
         if self.session_mode == "per-task" or task.group is None:
-            return Session(variant.config)
+            return Session(variant.config, gate)
         key = (variant.name, task.group)
         if key not in self.sessions:
-            self.sessions[key] = Session(variant.config)
+            self.sessions[key] = Session(variant.config, gate)
         return self.sessions[key]
 
     def sources(self, variant: Variant, dr):
