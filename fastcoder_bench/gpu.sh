@@ -88,7 +88,7 @@ run)
     echo "suite: $t s"
     # shellcheck disable=SC2086
     timeout -s INT "$t" python3 -m fastcoder_cli bench --suite repo --device cuda --dtype bfloat16 --model "$name" \
-      --out /tmp/suite --quiet ${SUITE_ARGS:---limit 20 --methods ar,pld,fastcoder,fastcoder-no-dc,hf-static --cost-curve measure} > "$OUT/suite.log" 2>&1
+      --out /tmp/suite --quiet ${SUITE_ARGS:---limit 20 --methods ar,pld,fastcoder,fastcoder-no-gate,fastcoder-no-dc --cost-curve measure} > "$OUT/suite.log" 2>&1
     echo "suite rc $?"; tail -12 "$OUT/suite.log"
     # the host's share of a step, where the GPU run found drafting 3x dearer than a CPU
     # machine's: the same drafting over the same recorded tasks, no model (seconds)
