@@ -367,11 +367,13 @@ def generate_body(
     *,
     sources: Any = None,
     cancel: threading.Event | None = None,
+    gate_parent: Any = None,
 ) -> tuple[str, Any]:
     """(replacement for the stub's range, the Generation). Runs in the model thread.
 
     ``fim``: the model's FIM tokens (None: a prefix-only prompt); ``settings``: the
-    server's :class:`lsp_server.settings.ServerSettings`.
+    server's :class:`lsp_server.settings.ServerSettings`; ``gate_parent``: the server's
+    :class:`fastcoder.source_weights.SourceGate` (which datastores pay their search here).
     """
     from fastcoder.session import Session
 
@@ -384,7 +386,7 @@ def generate_body(
             max_new_tokens=settings.max_body_tokens,
             time_budget_s=None if settings.body_time_budget_ms is None else settings.body_time_budget_ms / 1000,
         ),
-        session=Session(settings.engine),
+        session=Session(settings.engine, gate_parent),
         sources=sources,
         stop_fn=make_stop_fn("block", ctx.line_prefix, ctx.following_lines),
         cancel=cancel,

@@ -217,7 +217,9 @@ class FastCoderServer(HardenedServer):
                                    # drafter generations weighed against AR, and of them those weighed up to an early answer
                                    "judged": sum(d.fallback.judged for d in self.registry),
                                    "judgedAtAnswer": sum(d.fallback.at_answer for d in self.registry),
-                                   "documents": {d.uri: d.fallback.state() for d in self.registry if d.fallback.fallbacks}}},
+                                   "documents": {d.uri: d.fallback.state() for d in self.registry if d.fallback.fallbacks}},
+                    # the datastores whose search does not pay on this device (the documents' gates start from it)
+                    "sourceGate": self.registry.gate.snapshot()},
             model=self.host.describe(),
             index=self.index.stats() if self.index is not None else {"state": "not started"},
             settings=self.settings.to_json(),

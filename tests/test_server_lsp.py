@@ -1396,6 +1396,8 @@ async def test_ar_fallback_runs_an_ar_probe_in_the_drafters_place_and_reports_it
             info = await stats(client)
             methods = {name: m["generations"] for name, m in info["methods"].items()}
             fallback = info["server"]["arFallback"]
+            gate = info["server"]["sourceGate"]  # the registry's: fed by the documents' FastCoder steps
+            assert set(gate) == {"dropped", "loss_ms"} and set(gate["dropped"]) <= {"D_r", "D_c", "D_d"}
             if enabled:
                 assert methods == {"fastcoder": 2, "ar": 1}, methods
                 assert info["outcomes"].get("ar_fallback") == 1 and fallback["probes"] == 1
