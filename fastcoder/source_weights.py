@@ -167,9 +167,9 @@ class SourceGate:
         if n <= 0:
             return None
         step_s, tokens = c / n, t / n
-        sec, marginal = row[1] / row[0], row[2] / row[0]
-        rest = tokens - marginal
-        worth = step_s * marginal / rest if rest > 0 else float("inf")
+        sec, own = row[1] / row[0], row[2] / row[0]
+        rest = tokens - own
+        worth = step_s * own / rest if rest > 0 else float("inf")
         return sec - worth
 
     def _decide(self) -> None:
