@@ -19,6 +19,8 @@
 # tests 100 s, the suite (ar,pld,fastcoder,hf-static, 20 tasks) ~170 s, a 2-file replay ~115 s.
 # On an H200 (2026-11-27, thirty-first session): setup 61 s, the CUDA tests 103 s (53 passed), the suite
 # (ar,fastcoder,fastcoder-no-dc,pld, 20 tasks) 82 s, a 4-file replay (2 methods) more than 185 s (3 files done).
+# Next time: TESTS_S=0 unless fastcoder/verifier.py, attention.py or matmul.py changed since 0029090 (then the
+# default suite, 5 methods, gets ~130 s and the replay the rest).
 # On an H100 (2026-11-27): setup 79 s; the suite with hf-ar,hf-static,hf-pld too needed more than
 # 207 s (11 of 20 tasks; resume it with the same command); a 4-file replay (2 methods) 204 s. The
 # replay's default runs each method with arFallback on and off (`nofallback`): 2 files x 4 runs.
