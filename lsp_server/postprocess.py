@@ -8,6 +8,10 @@
   - ``block`` mode: generated lines that repeat the lines below the cursor are dropped; on
     an empty line, a one-line suggestion that is the next line or its start (``return
     subtotal`` above ``return subtotal + tax_amount``) becomes nothing;
+* in a document with no CJK character, what the model writes in CJK goes (the 0.5B model,
+  trained on much Chinese code, comments ``def main():`` bodies in Chinese): a line that is
+  only such a comment is dropped, such a trailing comment is cut from its line, and the
+  suggestion ends before any other line holding one (:func:`drop_foreign_script`);
 * trailing whitespace and trailing blank lines go; indentation follows the document's
   style (tabs or spaces);
 * a whitespace-only suggestion becomes nothing (empty string).
@@ -15,10 +19,17 @@
 
 from __future__ import annotations
 
+import re
+
 from lsp_server.prompt import AUTO_CLOSERS, CursorContext
 from lsp_server.stops import TAB_WIDTH, indent_width
 
 CLOSERS = set(")]}>\"'`;:,")
+
+FOREIGN_SCRIPT = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff01-\uff60]")
+"""CJK: kana, ideographs, hangul, full-width punctuation."""
+LINE_COMMENTS = ("#", "//", "--", ";")
+"""Line comment markers of the languages served (a line starting with one is a comment)."""
 
 
 def trim_overlap(text: str, rest: str) -> str:
@@ -152,6 +163,32 @@ def reindent(text: str, unit: str, first_line_is_continuation: bool = True) -> s
     return "\n".join(out)
 
 
+def drop_foreign_script(text: str, ctx: CursorContext) -> str:
+    """``text`` without what it writes in CJK where the document has none: lines that are
+    only a line comment holding CJK are dropped, a trailing line comment holding CJK is cut
+    from its line, and the text ends before any other line holding CJK (code, a string,
+    a block comment or docstring). Unchanged when the document holds CJK itself."""
+    if FOREIGN_SCRIPT.search(text) is None or FOREIGN_SCRIPT.search(ctx.prefix) or FOREIGN_SCRIPT.search(ctx.suffix):
+        return text
+    kept: list[str] = []
+    for i, line in enumerate(text.split("\n")):
+        hit = FOREIGN_SCRIPT.search(line)
+        if hit is None:
+            kept.append(line)
+            continue
+        whole = (ctx.line_prefix + line) if i == 0 else line  # the first line continues the cursor's
+        if whole.lstrip().startswith(LINE_COMMENTS):
+            if i == 0:  # a comment the user began: nothing to keep of it
+                break
+            continue
+        cut = max(line.rfind(" " + mark, 0, hit.start()) for mark in LINE_COMMENTS)
+        if cut >= 0 and (line[:cut].strip() or (i == 0 and ctx.line_prefix.strip())):
+            kept.append(line[:cut].rstrip())  # its code, without the comment
+            continue
+        break
+    return "\n".join(kept)
+
+
 def finalize(text: str, ctx: CursorContext, *, indent_unit: str | None = None, keep_whitespace: bool = False) -> str:
     """The suggestion to show for generated ``text`` at ``ctx`` ("" for none)."""
     raw = text = text.replace("\r\n", "\n")
@@ -161,6 +198,7 @@ def finalize(text: str, ctx: CursorContext, *, indent_unit: str | None = None, k
         # break would leave that line behind as trailing whitespace and show the suggestion
         # one line too low (line mode: nothing at all); start it at the cursor instead
         text = text.lstrip("\n")[len(ctx.line_prefix) :]
+    text = drop_foreign_script(text, ctx)
     if ctx.mode == "line":
         nl = text.find("\n")
         if nl >= 0:

@@ -406,3 +406,22 @@ def test_typed_through_with_auto_closed_brackets():
     assert typed_through(last, CursorContext("    x = foo(a, b", ")\n")) is None  # all of the line typed
     assert typed_through(last, CursorContext("    x = foo(", "]\n")) is None  # not what the suggestion closes
     assert typed_through(last, CursorContext("    x = foo(", "zz\n")) is None  # real text appeared
+
+
+def test_what_the_model_writes_in_cjk_goes_where_the_document_has_none():
+    """The 0.5B model commented a new ``def main():`` body in Chinese (thirtieth session's
+    user flows): comment lines in CJK are dropped, trailing ones cut, and the suggestion
+    ends before CJK in code; a document that holds CJK itself keeps it."""
+    c = ctx_at("import os\n\n\ndef |\n")
+    generated = "main():\n    # \u83b7\u53d6\u5f53\u524d\u76ee\u5f55\n    current_dir = os.getcwd()"
+    assert finalize(generated, c) == "main():\n    current_dir = os.getcwd()"
+    body = ctx_at("def g():\n    |\n")
+    assert finalize("x = f()  # \u8ba1\u7b97\n    y = 2", body) == "x = f()\n    y = 2"
+    assert finalize("z = 1\n    print(\"\u4f60\u597d\")\n    w = 2", body) == "z = 1"  # in a string: ends there
+    assert finalize('"""\u8ba1\u7b97"""\n    return 1', body) == ""  # a docstring: nothing before it
+    assert finalize("\u8ba1\u7b97 the sum", ctx_at("def g():\n    # |\n")) == ""  # a comment the user began
+    assert finalize("1  # \u4e00", ctx_at("x = |\n")) == "1"  # line mode: the code stays
+    assert finalize("b'\u30ab'", ctx_at("x = |\n")) == ""
+    mixed = ctx_at("# \u4e2d\u6587\ndef |\n")  # the document holds CJK: untouched
+    assert finalize("main():\n    # \u83b7\u53d6", mixed) == "main():\n    # \u83b7\u53d6"
+    assert finalize("main():\n    # caf\u00e9 \u00fcber", c) == "main():\n    # caf\u00e9 \u00fcber"  # not CJK
