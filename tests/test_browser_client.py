@@ -12,7 +12,9 @@ widget); see scenarios.mjs for what each one checks.
 
 The workspace is a copy of this repository's ``lsp_server`` package (a real project's
 real files); the editor opens ``lsp_server/postprocess.py`` and types new functions at its
-end. The screenshots (the ghost text; the ghost text with the suggest widget open) and
+end. That file is tests/data/editor_document.py.txt (the module as it was on 2026-11-27,
+frozen: an edit of the module changed what the tiny real model writes at its end, and the
+tests' suggestions with it). The screenshots (the ghost text; the ghost text with the suggest widget open) and
 the LSP traffic land in editor-client/web-test/out/; with ``FASTCODER_UPDATE_DOCS=1`` the
 screenshots are also copied to docs/screenshots/ (the README's pictures).
 
@@ -92,6 +94,7 @@ def scenario_run(tmp_path_factory) -> dict:
 
     workspace = tmp_path_factory.mktemp("browser-ws")
     shutil.copytree(REPO / "lsp_server", workspace / "lsp_server", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copyfile(REPO / "tests" / "data" / "editor_document.py.txt", workspace / "lsp_server" / "postprocess.py")
     if OUT.exists():
         shutil.rmtree(OUT)
     cmd = [node, str(WEB / "scenarios.mjs"), "--python", sys.executable, "--workspace", str(workspace),

@@ -2,7 +2,9 @@
 
 Neovim (Debian's 0.7.2 in CI) runs inside a detached tmux session with the FastCoder
 plugin (editor-client/nvim) and ``fastcoder serve`` on ``smollm2-135m``. The test opens a
-Python file (a copy of lsp_server/postprocess.py with a new function at its end), goes
+Python file (tests/data/editor_document.py.txt, lsp_server/postprocess.py as it was on
+2026-11-27, frozen so that editing the module cannot change what the model writes here,
+with a new function at its end), goes
 to a new line in that function's body, asks for completions with
 ``<C-x><C-o>`` (omni completion, what 0.7 has; retried as a user would while the model
 loads) and reads the screen with ``tmux capture-pane``. The popup menu must show the
@@ -34,6 +36,9 @@ USER_CACHE = models.cache_root()
 PLUGIN_DIR = REPO / "editor-client" / "nvim"
 OUT = REPO / "editor-client" / "web-test" / "out"
 DOC_CAPTURE = REPO / "docs" / "screenshots" / "nvim-tmux.txt"
+# the document the editor tests open (a real module of this repository, frozen: the tiny real
+# model's suggestion there must not change when the module is edited)
+EDITOR_DOCUMENT = REPO / "tests" / "data" / "editor_document.py.txt"
 MODEL = os.environ.get("FASTCODER_BROWSER_MODEL", "smollm2-135m")
 LOAD_WAIT_S = float(os.environ.get("FASTCODER_NVIM_TMUX_LOAD_TIMEOUT", "480"))  # model load (+ cost curve once)
 WAIT_S = 150.0  # then: until the menu shows
@@ -78,7 +83,7 @@ def test_omni_completion_in_tmux(tmp_path: Path) -> None:
     work.mkdir()
     (work / "pyproject.toml").write_text('[project]\nname = "demo"\n')
     src = work / "postprocess.py"
-    src.write_text((REPO / "lsp_server" / "postprocess.py").read_text() + STUB)
+    src.write_text(EDITOR_DOCUMENT.read_text() + STUB)
     status_file = tmp_path / "status"
     init = tmp_path / "init.lua"
     init.write_text(
