@@ -8,6 +8,10 @@
   - ``block`` mode: generated lines that repeat the lines below the cursor are dropped; on
     an empty line, a one-line suggestion that is the next line or its start (``return
     subtotal`` above ``return subtotal + tax_amount``) becomes nothing;
+  - ``block`` mode on an empty line: the suggestion ends before a ``return`` / ``raise`` /
+    ``break`` / ``continue`` / ``throw`` at the cursor's indentation when code at that
+    indentation follows below (it would make that code unreachable: ``return key, value``
+    above the function's own ``return``);
 * in a document with no CJK character, what the model writes in CJK goes (the 0.5B model,
   trained on much Chinese code, comments ``def main():`` bodies in Chinese): a line that is
   only such a comment is dropped, such a trailing comment is cut from its line, and the
@@ -117,6 +121,31 @@ def drop_repeated_lines(text: str, following: list[str]) -> str:
     return text
 
 
+EXITS = re.compile(r"(return|raise|break|continue|throw)(\b|$)")
+"""Statements after which nothing in the same block runs."""
+
+
+def cut_before_exit(text: str, ctx: CursorContext) -> str:
+    """``text`` (a block suggestion on an empty line) up to its first line that leaves the
+    block (``return``, ``raise``, ...) at the cursor's indentation, when the next code line
+    below is at that indentation too: the suggestion must not make it unreachable."""
+    if not ctx.at_indentation:
+        return text
+    nxt = next((ln.rstrip("\r") for ln in ctx.following_lines if ln.strip()), None)
+    width = indent_width(ctx.line_prefix)
+    if nxt is None or indent_width(nxt) != width:
+        return text
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        code = line.lstrip(" \t")
+        own = width if i == 0 else indent_width(line)
+        if own == width and EXITS.match(code):
+            return "\n".join(lines[:i])
+        if own < width and code:  # the suggestion left the cursor's block
+            break
+    return text
+
+
 def document_indent_unit(text: str) -> str:
     """``"\\t"`` when the document indents with tabs, else ``" " * n`` (its smallest step, 4 by default)."""
     tabs = spaces = 0
@@ -216,6 +245,7 @@ def finalize(text: str, ctx: CursorContext, *, indent_unit: str | None = None, k
             lines.pop()
         text = "\n".join(lines)
         text = drop_repeated_lines(text, ctx.following_lines)
+        text = cut_before_exit(text, ctx)
         if ctx.at_indentation:
             nxt = next((ln for ln in ctx.following_lines if ln.strip()), None)
             if nxt is not None and "\n" not in text.strip() and starts_line(nxt.strip(), text.strip()):

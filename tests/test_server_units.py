@@ -425,3 +425,24 @@ def test_what_the_model_writes_in_cjk_goes_where_the_document_has_none():
     mixed = ctx_at("# \u4e2d\u6587\ndef |\n")  # the document holds CJK: untouched
     assert finalize("main():\n    # \u83b7\u53d6", mixed) == "main():\n    # \u83b7\u53d6"
     assert finalize("main():\n    # caf\u00e9 \u00fcber", c) == "main():\n    # caf\u00e9 \u00fcber"  # not CJK
+
+
+def test_a_block_suggestion_never_makes_the_code_below_unreachable():
+    """On an empty line with code below at the same indentation, the suggestion ends before
+    its own ``return`` (or raise, break, continue, throw) at that indentation (the thirtieth
+    session's user flows: ``return key, value`` above the function's own return)."""
+    c = ctx_at("def parse(line):\n    key, _, value = line.partition('=')\n    |\n    return key.strip(), value.strip()\n")
+    assert finalize("key = key.lower()\n    return key, value", c) == "key = key.lower()"
+    assert finalize("return key, value", c) == ""
+    assert finalize("if not key:\n        return None\n    key = key.lower()", c) == "if not key:\n        return None\n    key = key.lower()"
+    inner = ctx_at("def f(x):\n    if x:\n        |\n    return 1\n")  # the code below is outside the block
+    assert finalize("y = 2\n        return y", inner) == "y = 2\n        return y"
+    last = ctx_at("def f(x):\n    |\n")  # nothing below
+    assert finalize("y = 2\n    return y", last) == "y = 2\n    return y"
+    loop = ctx_at("for x in xs:\n    if x:\n        |\n        log(x)\n")
+    assert finalize("continue", loop) == ""
+    assert finalize("raise ValueError(x)", loop) == ""
+    named = ctx_at("def f():\n    |\n    returned = 1\n")  # a name that starts with "return"
+    assert finalize("x = 1\n    returned_value = 2", named) == "x = 1\n    returned_value = 2"
+    js = ctx_at("function f(a) {\n  |\n  return a;\n}\n")
+    assert finalize("a += 1;\n  return a + 1;", js) == "a += 1;"
