@@ -23,7 +23,7 @@
 # default suite, 5 methods, gets ~130 s and the replay the rest).
 # On an H100 (2026-11-27): setup 79 s; the suite with hf-ar,hf-static,hf-pld too needed more than
 # 207 s (11 of 20 tasks; resume it with the same command); a 4-file replay (2 methods) 204 s. The
-# replay's default runs each method with arFallback on and off (`nofallback`): 2 files x 4 runs.
+# replay's default runs each method with the source gate on and off (`nogate`; before 2026-11-27: arFallback on and off, `nofallback`): 2 files x 4 runs.
 set -uo pipefail
 stage=${1:-}; shift || true
 here=$(pwd)
@@ -110,7 +110,7 @@ run)
     # --json: the files finished survive a time limit (the H200 run of 2026-11-27 lost its 4th file)
     mkdir -p /tmp/replay
     timeout -s INT "$t" python3 -m fastcoder_cli bench replay --device cuda --dtype bfloat16 --model "$name" --out /tmp/replay \
-      --json /tmp/replay/samples.json ${REPLAY_ARGS:---files 2 --max-keys 150 --methods ar,fastcoder --layouts default,nofallback} > "$OUT/replay.log" 2>&1
+      --json /tmp/replay/samples.json ${REPLAY_ARGS:---files 2 --max-keys 150 --methods ar,fastcoder --layouts default,nogate} > "$OUT/replay.log" 2>&1
     echo "replay rc $?"; tail -16 "$OUT/replay.log"
     mv "$OUT/replay.log" /tmp/replay/ && (cd /tmp/replay && tar -czf "$OUT/replay.tgz" $(ls report.json report.md samples.json replay.log 2>/dev/null))
   fi

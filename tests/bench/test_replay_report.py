@@ -342,6 +342,7 @@ def test_layout_names_become_server_options():
     assert layout_options("noprune") == {"engine": {"pruneAtLineEnd": False}}
     assert layout_options("noprune+nomerge") == {"engine": {"pruneAtLineEnd": False, "mergePromptTail": 0}}
     assert layout_options("noagree") == {"engine": {"sourceAgreement": False}}
+    assert layout_options("nogate+nomerge") == {"engine": {"sourceGate": False, "mergePromptTail": 0}}
     assert layout_options("noheader+nocontext") == {"fileHeader": False, "crossFileContext": False}
     assert layout_options("nowarm") == {"warmAtCursor": False}
     assert layout_options("window1024+early150") == {"maxPromptTokens": 1024, "earlyAnswerMs": 150}
