@@ -40,6 +40,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from fastcoder import drafters
 from fastcoder.budget import CostCurve, StepBudget
 from fastcoder.datastore import clear_memos
 from fastcoder.drafters import Sources
@@ -95,8 +96,17 @@ def main() -> None:
     factor = args.host_factor
     observe = StepBudget.observe_drafting
     StepBudget.observe_drafting = lambda self, n, s: observe(self, n, s * factor)  # the slower host's drafting
-    gate_observe = SourceGate.observe
-    SourceGate.observe = lambda self, sec, m, c, t: gate_observe(self, {k: v * factor for k, v in sec.items()}, m, c, t)
+    search = drafters.timed_search  # the source gate's seconds, charged where they are measured (once:
+    # a session's gate hands them on to its parent)
+
+    def slower_search(sources, st, max_nodes, pool=None, seconds=None):
+        out = search(sources, st, max_nodes, pool, seconds)
+        if seconds:
+            for name in [s.name for s in sources if s.name in seconds]:
+                seconds[name] *= factor
+        return out
+
+    drafters.timed_search = slower_search
     prof = cProfile.Profile() if args.profile else None
     pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="fastcoder-search")  # as the engine's
     for rep in range(args.repeats):
