@@ -20,7 +20,8 @@ Stopping rules (checked token by token, so every method cuts at the same token):
 stop ids (EOS and the caller's, e.g. FIM end tokens), ``max_new_tokens``, stop strings
 and the caller's stop rule on the decoded text (:mod:`fastcoder.stops`: only the new
 tokens are decoded and only the new text is matched), the time budget and a
-cancellation event (checked between forward passes).
+cancellation event (checked between forward passes, and by eager steps between decoder
+layers: a step stopped there commits nothing).
 
 The loop reads what a drafter declares (``adaptive_budget``, ``needs_token_info``,
 ``drafts_at_zero_budget``), never its name.
@@ -41,7 +42,7 @@ from fastcoder.stats import GenStats
 from fastcoder.stops import IncrementalDecoder, StopFn, StopLike, StopStrings, any_of, as_rule  # noqa: F401 (StopFn re-exported)
 from fastcoder.tokens import TokenInfo
 from fastcoder.trie import DraftTree
-from fastcoder.verifier import Verifier, read_margins
+from fastcoder.verifier import Interrupted, Verifier, read_margins
 
 StepCallback = Callable[[list[int], GenStats], None]
 
@@ -189,11 +190,16 @@ def generate(
             t2 = time.perf_counter()
             stats.tree_s += t2 - t1
             # 3. verify: inputs, forward, acceptance walk, KV compaction
-            if tail:  # the first step: the prompt's uncached tail, then the draft
-                step = verifier.step(session.kv, tail[0], tree, forced=forced, allowed=first_allowed)
-                tail = []
-            else:
-                step = verifier.step(session.kv, st.tokens[-1], tree)
+            try:
+                if tail:  # the first step: the prompt's uncached tail, then the draft
+                    step = verifier.step(session.kv, tail[0], tree, forced=forced, allowed=first_allowed, cancel=cancel)
+                    tail = []
+                else:
+                    step = verifier.step(session.kv, st.tokens[-1], tree, cancel=cancel)
+            except Interrupted:  # cancelled mid-forward: nothing of this step is committed
+                cancelled = True
+                stats.stop_reason = "cancelled"
+                break
             t3 = time.perf_counter()
             if split:
                 prep, fwd, walk, compact = verifier.last_split

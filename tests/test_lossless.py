@@ -19,6 +19,7 @@ from fastcoder.drafters import Sources
 from fastcoder.engine import Engine
 from fastcoder.ngram import NgramIndex
 from fastcoder.session import Session
+from fastcoder.verifier import decoder_layers
 
 N_NEW = 24
 
@@ -139,3 +140,39 @@ def test_cancellation_stops_within_one_forward(engine):
     g = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=200), cancel=cancel, on_step=on_step)
     assert g.cancelled and g.stats.stop_reason == "cancelled"
     assert g.stats.forward_steps == 3
+
+
+@pytest.mark.parametrize("method", ["ar", "pld"])
+def test_a_cancel_mid_forward_stops_before_the_next_layer_and_commits_nothing(engine, method):
+    """A newer request sets the running generation's event while a step's forward is in
+    its first layer: the forward stops before the next one, the step commits nothing,
+    and the session's cache is whole (the next generation from it is AR's output)."""
+    prompt = list(range(5, 25)) * 2  # repeated: PLD drafts trees
+    whole = ar_output(engine, prompt, 30)
+    assert engine.verifier.interruptible
+    layers = decoder_layers(engine.verifier.model)
+    cancel = threading.Event()
+    calls = {"first": 0, "last_after_cancel": 0}
+
+    def first(module, args, out):
+        calls["first"] += 1
+        if calls["first"] == 4:  # the prefill, two steps, then the third step's forward
+            cancel.set()
+
+    def last(module, args, out):
+        calls["last_after_cancel"] += cancel.is_set()
+
+    hooks = [layers[0].register_forward_hook(first), layers[-1].register_forward_hook(last)]
+    config = DecodeConfig(method=method, max_new_tokens=30)
+    session = Session(config)
+    try:
+        g = engine.generate(prompt, config, session=session, cancel=cancel)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert g.cancelled and g.stats.stop_reason == "cancelled"
+    assert g.stats.forward_steps == 2 and calls["last_after_cancel"] == 0
+    assert g.tokens == whole[: len(g.tokens)] and len(g.tokens) >= 3
+    assert session.kv.ids == prompt + g.tokens[:-1]  # committed rows only
+    again = engine.generate(prompt, config, session=session)
+    assert again.tokens == whole and again.stats.prefill_tokens <= 1
