@@ -101,6 +101,13 @@ class DecodeConfig:
     on a GPU, whose steps cost a few ms, one that seldom adds a token the other sources do
     not is searched only every 8th draft; on a CPU every one pays. Needs a cost curve."""
 
+    interrupt_steps: bool = True
+    """A cancelled generation (superseded by a newer request, or background work a request
+    preempts) stops its running step between two decoder layers, committing nothing of
+    it: the request waits for about one layer, not a whole forward (eager steps only;
+    CUDA graphs run whole). False: the step runs to its end (its tokens still reach the
+    CACHE), as before the thirty-second session."""
+
     # --- CACHE -----------------------------------------------------------------------
     use_cache: bool = True
     cache_min_sequences: int = 0

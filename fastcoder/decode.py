@@ -190,12 +190,13 @@ def generate(
             t2 = time.perf_counter()
             stats.tree_s += t2 - t1
             # 3. verify: inputs, forward, acceptance walk, KV compaction
+            stop = cancel if config.interrupt_steps else None  # may stop the step between layers
             try:
                 if tail:  # the first step: the prompt's uncached tail, then the draft
-                    step = verifier.step(session.kv, tail[0], tree, forced=forced, allowed=first_allowed, cancel=cancel)
+                    step = verifier.step(session.kv, tail[0], tree, forced=forced, allowed=first_allowed, cancel=stop)
                     tail = []
                 else:
-                    step = verifier.step(session.kv, st.tokens[-1], tree, cancel=cancel)
+                    step = verifier.step(session.kv, st.tokens[-1], tree, cancel=stop)
             except Interrupted:  # cancelled mid-forward: nothing of this step is committed
                 cancelled = True
                 stats.stop_reason = "cancelled"

@@ -176,3 +176,14 @@ def test_a_cancel_mid_forward_stops_before_the_next_layer_and_commits_nothing(en
     assert session.kv.ids == prompt + g.tokens[:-1]  # committed rows only
     again = engine.generate(prompt, config, session=session)
     assert again.tokens == whole and again.stats.prefill_tokens <= 1
+    # interrupt_steps off: the step runs to its end and commits, then the loop stops
+    calls.update(first=0, last_after_cancel=0)
+    cancel.clear()
+    hooks = [layers[0].register_forward_hook(first), layers[-1].register_forward_hook(last)]
+    try:
+        whole_step = engine.generate(prompt, config.replace(interrupt_steps=False), session=Session(config), cancel=cancel)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert whole_step.cancelled and whole_step.stats.forward_steps == 3 and calls["last_after_cancel"] == 1
+    assert whole_step.tokens == whole[: len(whole_step.tokens)] and len(whole_step.tokens) > len(g.tokens)
