@@ -200,6 +200,9 @@ def generate(
             except Interrupted:  # cancelled mid-forward: nothing of this step is committed
                 cancelled = True
                 stats.stop_reason = "cancelled"
+                stats.retrieval_s -= t1 - t0  # its seconds count apart (no step ran)
+                stats.tree_s -= t2 - t1
+                stats.stopped_s = time.perf_counter() - t0
                 break
             t3 = time.perf_counter()
             if split:

@@ -25,6 +25,9 @@ class GenStats:
     compact_s: float = 0.0  # KV compaction (accepted rows moved into place)
     accept_s: float = 0.0  # commit (stop rules) + drafter update (CACHE, live context)
     total_s: float = 0.0
+    # a step stopped between layers when the generation was cancelled (interrupt_steps):
+    # its seconds, drafting included, outside decode_s and its split (no step, no token)
+    stopped_s: float = 0.0
     setup_s: float = 0.0  # the caller's work before the engine (the server: prompt, draft sources)
     queue_s: float = 0.0  # the caller's wait for the model thread before that
     # bucket (query rows) -> [steps, seconds of whole steps: draft .. commit]
@@ -49,7 +52,9 @@ class GenStats:
 
     @property
     def decode_s(self) -> float:
-        return self.total_s - self.prefill_s
+        """The steps' seconds (what per-step and per-token costs divide): the decode
+        phase without a step stopped by a cancellation."""
+        return self.total_s - self.prefill_s - self.stopped_s
 
     @property
     def other_s(self) -> float:

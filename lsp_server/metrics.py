@@ -31,6 +31,7 @@ class MethodCounters:
     prefill_s: float = 0.0
     decode_s: float = 0.0
     queue_s: float = 0.0  # waiting for the model thread before the generation began
+    stopped_s: float = 0.0  # steps stopped between layers by a cancellation (no token)
     stop_reasons: dict[str, int] = field(default_factory=dict)
 
     def add(self, st: GenStats) -> None:
@@ -45,6 +46,7 @@ class MethodCounters:
         self.prefill_s += st.prefill_s
         self.decode_s += st.decode_s
         self.queue_s += st.queue_s
+        self.stopped_s += st.stopped_s
         self.stop_reasons[st.stop_reason or "?"] = self.stop_reasons.get(st.stop_reason or "?", 0) + 1
 
     def to_json(self) -> dict[str, Any]:
@@ -64,6 +66,7 @@ class MethodCounters:
             "prefillMs": 1000.0 * self.prefill_s,
             "decodeMs": 1000.0 * self.decode_s,
             "queueMs": 1000.0 * self.queue_s,
+            "stoppedMs": 1000.0 * self.stopped_s,
             "stopReasons": dict(self.stop_reasons),
         }
 
@@ -154,7 +157,7 @@ class ServerMetrics:
             total = MethodCounters()
             for m in self.methods.values():
                 for name in ("generations", "new_tokens", "decoded_tokens", "forward_steps", "draft_tokens", "accepted_draft_tokens",
-                             "prompt_tokens", "prefill_tokens", "prefill_s", "decode_s", "queue_s"):  # fmt: skip
+                             "prompt_tokens", "prefill_tokens", "prefill_s", "decode_s", "queue_s", "stopped_s"):  # fmt: skip
                     setattr(total, name, getattr(total, name) + getattr(m, name))
                 for k, v in m.stop_reasons.items():
                     total.stop_reasons[k] = total.stop_reasons.get(k, 0) + v

@@ -174,6 +174,9 @@ def test_a_cancel_mid_forward_stops_before_the_next_layer_and_commits_nothing(en
     assert g.stats.forward_steps == 2 and calls["last_after_cancel"] == 0
     assert g.tokens == whole[: len(g.tokens)] and len(g.tokens) >= 3
     assert session.kv.ids == prompt + g.tokens[:-1]  # committed rows only
+    # the stopped step's seconds are kept apart from the steps that ran (per-step costs)
+    assert g.stats.stopped_s > 0 and g.stats.retrieval_s >= 0 and g.stats.tree_s >= 0
+    assert g.stats.decode_s == pytest.approx(g.stats.total_s - g.stats.prefill_s - g.stats.stopped_s)
     again = engine.generate(prompt, config, session=session)
     assert again.tokens == whole and again.stats.prefill_tokens <= 1
     # interrupt_steps off: the step runs to its end and commits, then the loop stops
@@ -186,4 +189,5 @@ def test_a_cancel_mid_forward_stops_before_the_next_layer_and_commits_nothing(en
         for h in hooks:
             h.remove()
     assert whole_step.cancelled and whole_step.stats.forward_steps == 3 and calls["last_after_cancel"] == 1
+    assert whole_step.stats.stopped_s == 0
     assert whole_step.tokens == whole[: len(whole_step.tokens)] and len(whole_step.tokens) > len(g.tokens)
