@@ -12,6 +12,9 @@
     ``break`` / ``continue`` / ``throw`` at the cursor's indentation when code at that
     indentation follows below (it would make that code unreachable: ``return key, value``
     above the function's own ``return``);
+  - ``block`` mode: a suggestion of several lines does not end with a line that opens a
+    block without its body (a ``def ...:`` or ``if ...:`` header, a line ending with ``{``,
+    where the time budget cut it), unless the document's next line is that body;
 * in a document with no CJK character, what the model writes in CJK goes (the 0.5B model,
   trained on much Chinese code, comments ``def main():`` bodies in Chinese): a line that is
   only such a comment is dropped, such a trailing comment is cut from its line, and the
@@ -123,6 +126,33 @@ def drop_repeated_lines(text: str, following: list[str]) -> str:
 
 EXITS = re.compile(r"(return|raise|break|continue|throw)(\b|$)")
 """Statements after which nothing in the same block runs."""
+
+
+HEADER = re.compile(r"(async\s+)?(def|class|if|elif|else|for|while|with|try|except|finally|match|case)\b.*:\s*(#.*)?$")
+"""A Python compound statement's header (its body follows on deeper-indented lines)."""
+
+
+def drop_open_header(text: str, ctx: CursorContext) -> str:
+    """``text`` (a block suggestion of several lines) without a last line that opens a
+    block whose body is not there: a Python header (``def ...:``, ``if ...:``) or a line
+    ending with ``{``, with the decorators, comments and blank lines right above it. A
+    suggestion cut by its time budget after such a line (a dataclass field's suggestion
+    ended in ``def distance_to(self, other) -> float:``) would leave a syntax error once
+    accepted. Kept when the document's next line is indented deeper (it is the body) or
+    when nothing else would be left."""
+    lines = text.split("\n")
+    if len(lines) < 2:
+        return text
+    last = lines[-1].strip()
+    if not (HEADER.match(last) or last.endswith("{")):
+        return text
+    nxt = next((ln.rstrip("\r") for ln in ctx.following_lines if ln.strip()), None)
+    if nxt is not None and indent_width(nxt) > indent_width(lines[-1]):
+        return text
+    keep = lines[:-1]
+    while keep and (not keep[-1].strip() or keep[-1].lstrip().startswith(("@", *LINE_COMMENTS))):
+        keep.pop()
+    return "\n".join(keep) if "".join(keep).strip() else text
 
 
 def cut_before_exit(text: str, ctx: CursorContext) -> str:
@@ -246,6 +276,7 @@ def finalize(text: str, ctx: CursorContext, *, indent_unit: str | None = None, k
         text = "\n".join(lines)
         text = drop_repeated_lines(text, ctx.following_lines)
         text = cut_before_exit(text, ctx)
+        text = drop_open_header(text, ctx)
         if ctx.at_indentation:
             nxt = next((ln for ln in ctx.following_lines if ln.strip()), None)
             if nxt is not None and "\n" not in text.strip() and starts_line(nxt.strip(), text.strip()):

@@ -446,3 +446,23 @@ def test_a_block_suggestion_never_makes_the_code_below_unreachable():
     assert finalize("x = 1\n    returned_value = 2", named) == "x = 1\n    returned_value = 2"
     js = ctx_at("function f(a) {\n  |\n  return a;\n}\n")
     assert finalize("a += 1;\n  return a + 1;", js) == "a += 1;"
+
+
+def test_a_block_suggestion_never_ends_with_a_header_without_its_body():
+    """A suggestion cut after a line that opens a block (the thirty-second session's user
+    flows: a dataclass field's suggestion ending in ``def distance_to(...) -> float:``)
+    loses that line and the decorators and comments above it; kept when the document's
+    next line is the body, or when the header is all there is."""
+    field = ctx_at("@dataclass\nclass Point:\n    x: float\n    |\n")
+    cut = "y: float\n\n    def __str__(self):\n        return 'p'\n\n    def distance_to(self, other) -> float:"
+    assert finalize(cut, field) == "y: float\n\n    def __str__(self):\n        return 'p'"
+    assert finalize("y: float\n\n    @property\n    # the norm\n    def norm(self):", field) == "y: float"
+    assert finalize("y: float\n    for p in ps:  # each", field) == "y: float"
+    assert finalize("def norm(self):", field) == "def norm(self):"  # the header alone: the user writes the body
+    assert finalize("@property\n    def norm(self):", field) == "@property\n    def norm(self):"  # nothing else
+    body_below = ctx_at("class A:\n    |\n        return 1\n")  # the document's next line is its body
+    assert finalize("x = 1\n    def f(self):", body_below) == "x = 1\n    def f(self):"
+    js = ctx_at("function f(a) {\n  |\n}\n")
+    assert finalize("const b = a;\n  if (b) {", js) == "const b = a;"
+    assert finalize("const b = {\n    x: 1,\n  };", js) == "const b = {\n    x: 1,\n  };"  # closed: kept
+    assert finalize("y = 1\n    z = y", field) == "y = 1\n    z = y"  # no header: unchanged

@@ -12,8 +12,9 @@ arguments, a list comprehension, Go with tabs, an empty line after a docstring) 
 inside quotes, brackets and template strings, Go and Rust blocks, a lambda, code right of the
 cursor, an attribute) or 4 (blocks with code below: between two functions, before a return,
 an else branch, a call's next argument, a test body, an except clause, a JS object, a docstring's
-Args, after a TODO, inside a loop) or 5 (C, Java, Lua, shell, Ruby, PHP, Kotlin, C++, C#, Swift).
-Each line:
+Args, after a TODO, inside a loop) or 5 (C, Java, Lua, shell, Ruby, PHP, Kotlin, C++, C#, Swift) or
+6 (type hints, a dataclass field, SQL in a string, HTML, CSS, YAML, JSON, an async with, a
+closing f-string, a typing import with the names used below). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
 """
 import json
@@ -121,7 +122,19 @@ BATCH_5 = [
     ("Program.cs", "csharp", "using System;\n\nclass Program {\n    static void Main() {\n        Console.Wri|\n    }\n}\n"),
     ("lib.swift", "swift", "func square(_ x: Int) -> Int {\n    |\n}\n"),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5}[BATCH]
+BATCH_6 = [  # thirty-second session: type hints, data formats, markup, async, a closing f-string
+    ("hints.py", "python", "def read_config(path: str) -> dict[str, |]:\n    pass\n"),
+    ("point.py", "python", "from dataclasses import dataclass\n\n\n@dataclass\nclass Point:\n    x: float\n    |\n"),
+    ("query.py", "python", "def names(cur, min_age):\n    cur.execute(\"SELECT name FROM users WHERE |\")\n    return cur.fetchall()\n"),
+    ("list.html", "html", "<ul>\n  <li>One</li>\n  <li>Two</li>\n  |\n</ul>\n"),
+    ("button.css", "css", ".button {\n  color: white;\n  |\n}\n"),
+    ("compose.yaml", "yaml", "services:\n  web:\n    image: nginx\n    |\n"),
+    ("package.json", "json", "{\n  \"name\": \"app\",\n  \"version\": \"1.0.0\",\n  |\n}\n"),
+    ("fetch.py", "python", "async def fetch(session, url):\n    async with session.get(url) as resp:\n        |\n"),
+    ("repr.py", "python", "class Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n\n    def __repr__(self):\n        return f\"Point({|})\"\n"),
+    ("typing_import.py", "python", "from typing import |\n\n\ndef first(items: Sequence[T]) -> Optional[T]:\n    return items[0] if items else None\n"),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
