@@ -70,6 +70,7 @@ def generate(
     on_step: StepCallback | None = None,
     cost_curve: CostCurve | None = None,
     first_allowed: Sequence[int] | None = None,
+    preempt: Callable[[], bool] | None = None,
 ) -> Generation:
     """Greedy generation of up to ``config.max_new_tokens`` tokens after ``prompt_ids``.
 
@@ -79,6 +80,10 @@ def generate(
     still one procedure's greedy output.
     ``stop_fn``: a :class:`fastcoder.stops.StopRule` (or a plain predicate on the whole
     text); ``stop_ids``: ids that end the output (not part of it), besides EOS.
+    ``cancel``: checked between steps; with ``config.interrupt_steps`` also between the
+    decoder layers of an eager step, which then stops and commits nothing; ``preempt``:
+    that stop mid-step only while it returns True (the server: another job waits for the
+    model thread; otherwise the step ends and its tokens reach the CACHE). None: at once.
     """
     t_start = time.perf_counter()
     session = session or Session(config)
@@ -190,13 +195,15 @@ def generate(
             t2 = time.perf_counter()
             stats.tree_s += t2 - t1
             # 3. verify: inputs, forward, acceptance walk, KV compaction
-            stop = cancel if config.interrupt_steps else None  # may stop the step between layers
+            stop = None  # may stop the step between layers
+            if config.interrupt_steps and cancel is not None:
+                stop = cancel.is_set if preempt is None else (lambda: cancel.is_set() and preempt())
             try:
                 if tail:  # the first step: the prompt's uncached tail, then the draft
-                    step = verifier.step(session.kv, tail[0], tree, forced=forced, allowed=first_allowed, cancel=stop)
+                    step = verifier.step(session.kv, tail[0], tree, forced=forced, allowed=first_allowed, stop=stop)
                     tail = []
                 else:
-                    step = verifier.step(session.kv, st.tokens[-1], tree, cancel=stop)
+                    step = verifier.step(session.kv, st.tokens[-1], tree, stop=stop)
             except Interrupted:  # cancelled mid-forward: nothing of this step is committed
                 cancelled = True
                 stats.stop_reason = "cancelled"

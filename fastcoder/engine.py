@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Collection, Sequence
+from typing import Callable, Collection, Sequence
 
 from fastcoder.budget import CostCurve, load_or_measure
 from fastcoder.config import DecodeConfig
@@ -80,6 +80,7 @@ class Engine:
         cancel: threading.Event | None = None,
         on_step: StepCallback | None = None,
         first_allowed: Sequence[int] | None = None,
+        preempt: Callable[[], bool] | None = None,
     ) -> Generation:
         config = config or DecodeConfig()
         drafter = make_drafter(config, sources, reference=reference, pool=self.pool)
@@ -95,6 +96,7 @@ class Engine:
             stop_ids=stop_ids,
             cancel=cancel,
             on_step=on_step,
+            preempt=preempt,
             cost_curve=curve,
             first_allowed=first_allowed,
         )

@@ -53,7 +53,7 @@ class ReplayVerifier:
         return self._at(0), len(prompt_ids), None
 
     def step(self, kv: Any, root: int, tree: DraftTree, *, forced: Sequence[int] = (), allowed: Any = None,
-             cancel: Any = None) -> StepResult:
+             stop: Any = None) -> StepResult:
         """``forced`` (prompt tokens) and ``allowed`` (token healing) are already in the
         recorded output's making: the walk follows the recorded tokens from ``pos``."""
         children = tree.children()

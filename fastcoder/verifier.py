@@ -86,7 +86,7 @@ import time
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -172,8 +172,8 @@ def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList | None:
 
 def _watch_layers(model: torch.nn.Module, verifier: "Verifier") -> bool:
     """Before each decoder layer, stop the forward (:class:`Interrupted`) when the
-    running step's cancel event is set. The hooks hold the verifier weakly and cost a
-    check per layer (24 for Qwen2.5-Coder-0.5B, ~1 us each against a ~30 ms CPU step)."""
+    running step's ``stop`` says so. The hooks hold the verifier weakly and cost a call
+    per layer (24 for Qwen2.5-Coder-0.5B, ~1 us each against a ~30 ms CPU step)."""
     layers = decoder_layers(model)
     if layers is None:
         return False
@@ -181,8 +181,8 @@ def _watch_layers(model: torch.nn.Module, verifier: "Verifier") -> bool:
 
     def check(module, args):
         v = ref()
-        event = v._interrupt if v is not None else None
-        if event is not None and event.is_set():
+        stop = v._stop if v is not None else None
+        if stop is not None and stop():
             raise Interrupted
 
     handles = [layer.register_forward_pre_hook(check) for layer in layers]
@@ -441,10 +441,10 @@ class Verifier:
         self.last_split = (0.0, 0.0, 0.0, 0.0)
         # the step buffers are shared by all sessions: one forward at a time
         self._lock = threading.RLock()
-        # the running step's cancel event: eager steps stop between decoder layers when it
-        # is set (a newer request waits ~one layer for the model thread, not a whole
-        # forward); graphs and compiled steps run whole
-        self._interrupt: threading.Event | None = None
+        # the running step's ``stop``: eager steps stop between decoder layers when it says
+        # so (a newer request waits ~one layer for the model thread, not a whole forward);
+        # graphs and compiled steps run whole
+        self._stop: Callable[[], bool] | None = None
         self.interruptible = not self.use_graphs and not compile and _watch_layers(model, self)
         if self.use_graphs:
             self.capture_graphs(graph_capacity)
@@ -812,7 +812,7 @@ class Verifier:
         *,
         forced: Sequence[int] = (),
         allowed: Sequence[int] | None = None,
-        cancel: threading.Event | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> StepResult:
         """Verify ``tree`` below ``root`` (the last committed token, not yet in kv).
 
@@ -832,13 +832,13 @@ class Verifier:
         session); there the walk accepts along that path only, and where the model's
         choice leaves it, that choice is the bonus.
 
-        ``cancel``: when it is set during an eager step (:attr:`interruptible`), the
-        forward stops before its next decoder layer and :class:`Interrupted` is raised;
-        nothing is committed (``kv`` holds what it held)."""
+        ``stop``: called before each decoder layer of an eager step
+        (:attr:`interruptible`); when it returns True the forward stops there and
+        :class:`Interrupted` is raised; nothing is committed (``kv`` holds what it held)."""
         order = tree.depth_first()
         moved = order != list(range(len(tree)))
         with self._lock, torch.inference_mode():
-            self._interrupt = cancel
+            self._stop = stop
             try:
                 res = self._step(kv, root, tree.permute(order) if moved else tree, [int(t) for t in forced], allowed)
             except Interrupted:
@@ -846,7 +846,7 @@ class Verifier:
                     kv.cache.length = len(kv.ids)
                 raise
             finally:
-                self._interrupt = None
+                self._stop = None
             if moved:
                 self._last_order = order
         if moved:

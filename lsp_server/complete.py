@@ -768,6 +768,7 @@ class Completer:
             stop_fn=stop_rule,
             stop_ids=self.special_ids(tok),  # the end of the middle
             cancel=inflight.cancel,
+            preempt=self.host.awaited,
             first_allowed=prompt.allowed,
             on_step=on_step if early_s is not None else None,
         )

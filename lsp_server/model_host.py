@@ -199,6 +199,12 @@ class ModelHost:
         """Jobs queued behind the one that runs (background work gives way to them)."""
         return self._queued
 
+    def awaited(self) -> bool:
+        """Another job waits for the model thread: a cancelled generation's step stops
+        between its layers (``Engine.generate(preempt=...)``); with nobody waiting it ends
+        and its tokens reach the document's CACHE."""
+        return self._queued > 0
+
     def _labelled(self, label: str, fn: Callable[..., Any], *args: Any) -> Any:
         with self._queue_lock:
             self._queued -= 1

@@ -98,7 +98,7 @@ class EagerVerifier:
 
     # ---------------------------------------------------------------- one step
     @torch.inference_mode()
-    def step(self, kv: EagerKV, root: int, tree: DraftTree, *, forced: Sequence[int] = (), allowed=None, cancel=None) -> StepResult:
+    def step(self, kv: EagerKV, root: int, tree: DraftTree, *, forced: Sequence[int] = (), allowed=None, stop=None) -> StepResult:
         """Verify ``tree`` below ``root`` (the last committed token, not yet in kv).
         ``forced`` tokens follow ``root`` and are kept whatever the model says; the tree
         hangs below them (run as one tree: the chain of forced tokens, ``tree`` below it).

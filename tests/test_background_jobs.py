@@ -48,6 +48,35 @@ def test_a_foreground_job_cancels_the_background_one():
         host.close()
 
 
+def test_awaited_while_another_job_waits_for_the_model_thread():
+    """``awaited``: what lets a cancelled generation's step stop between layers (only when
+    someone waits; otherwise the step ends and its tokens reach the CACHE)."""
+    host = ModelHost(lambda *_: None, lambda *_: None)
+    release, running = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def first() -> None:
+        running.set()
+        release.wait(5)
+        seen.append(host.awaited())
+
+    async def main():
+        a = host.submit(first, label="completion")
+        while not running.is_set():
+            await asyncio.sleep(0.01)
+        seen.append(host.awaited())  # the first runs, nobody waits
+        b = host.submit(lambda: seen.append(host.awaited()), label="completion")
+        release.set()
+        await a
+        await b
+
+    try:
+        asyncio.run(main())
+    finally:
+        host.close()
+    assert seen == [False, True, False]
+
+
 def test_free_memory_is_given_back_after_the_answer_not_before(monkeypatch):
     from lsp_server import model_host
 

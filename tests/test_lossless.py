@@ -179,15 +179,17 @@ def test_a_cancel_mid_forward_stops_before_the_next_layer_and_commits_nothing(en
     assert g.stats.decode_s == pytest.approx(g.stats.total_s - g.stats.prefill_s - g.stats.stopped_s)
     again = engine.generate(prompt, config, session=session)
     assert again.tokens == whole and again.stats.prefill_tokens <= 1
-    # interrupt_steps off: the step runs to its end and commits, then the loop stops
-    calls.update(first=0, last_after_cancel=0)
-    cancel.clear()
-    hooks = [layers[0].register_forward_hook(first), layers[-1].register_forward_hook(last)]
-    try:
-        whole_step = engine.generate(prompt, config.replace(interrupt_steps=False), session=Session(config), cancel=cancel)
-    finally:
-        for h in hooks:
-            h.remove()
-    assert whole_step.cancelled and whole_step.stats.forward_steps == 3 and calls["last_after_cancel"] == 1
-    assert whole_step.stats.stopped_s == 0
-    assert whole_step.tokens == whole[: len(whole_step.tokens)] and len(whole_step.tokens) > len(g.tokens)
+    # interrupt_steps off, or nobody waiting for the thread (preempt False): the step runs
+    # to its end and commits, then the loop stops
+    for cfg, preempt in ((config.replace(interrupt_steps=False), None), (config, lambda: False)):
+        calls.update(first=0, last_after_cancel=0)
+        cancel.clear()
+        hooks = [layers[0].register_forward_hook(first), layers[-1].register_forward_hook(last)]
+        try:
+            whole_step = engine.generate(prompt, cfg, session=Session(config), cancel=cancel, preempt=preempt)
+        finally:
+            for h in hooks:
+                h.remove()
+        assert whole_step.cancelled and whole_step.stats.forward_steps == 3 and calls["last_after_cancel"] == 1
+        assert whole_step.stats.stopped_s == 0
+        assert whole_step.tokens == whole[: len(whole_step.tokens)] and len(whole_step.tokens) > len(g.tokens)
