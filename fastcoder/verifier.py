@@ -342,8 +342,8 @@ def top2_gaps(logits: torch.Tensor) -> torch.Tensor:
 
 
 class Interrupted(Exception):
-    """A step's forward stopped between two decoder layers because its ``cancel`` event
-    was set (:meth:`Verifier.step`). Nothing was committed: the session's cache holds
+    """A step's forward stopped between two decoder layers because its ``stop`` said so
+    (:meth:`Verifier.step`; the decode loop: its generation was cancelled). Nothing was committed: the session's cache holds
     the rows it held before the step (the rows the stopped layers wrote lie past its
     length and are overwritten by the next forward)."""
 
