@@ -104,9 +104,11 @@ class DecodeConfig:
     interrupt_steps: bool = True
     """A cancelled generation (superseded by a newer request, or background work a request
     preempts) stops its running step between two decoder layers, committing nothing of
-    it: the request waits for about one layer, not a whole forward (eager steps only;
-    CUDA graphs run whole). False: the step runs to its end (its tokens still reach the
-    CACHE), as before the thirty-second session."""
+    it, when another job waits for the model thread (``generate(preempt=...)``; the
+    server's: :meth:`lsp_server.model_host.ModelHost.awaited`): that request waits for
+    about one layer, not a whole forward. With nobody waiting the step ends and its tokens
+    reach the CACHE. Eager steps only (CUDA graphs run whole). False: every step runs to
+    its end, as before the thirty-second session."""
 
     # --- CACHE -----------------------------------------------------------------------
     use_cache: bool = True

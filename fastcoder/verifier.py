@@ -343,9 +343,10 @@ def top2_gaps(logits: torch.Tensor) -> torch.Tensor:
 
 class Interrupted(Exception):
     """A step's forward stopped between two decoder layers because its ``stop`` said so
-    (:meth:`Verifier.step`; the decode loop: its generation was cancelled). Nothing was committed: the session's cache holds
-    the rows it held before the step (the rows the stopped layers wrote lie past its
-    length and are overwritten by the next forward)."""
+    (:meth:`Verifier.step`; in the decode loop: its generation was cancelled while another
+    job waited for the thread). Nothing was committed: the session's cache holds the rows
+    it held before the step (the rows the stopped layers wrote lie past its length and are
+    overwritten by the next forward)."""
 
 
 @dataclass
