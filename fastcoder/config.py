@@ -101,14 +101,17 @@ class DecodeConfig:
     on a GPU, whose steps cost a few ms, one that seldom adds a token the other sources do
     not is searched only every 8th draft; on a CPU every one pays. Needs a cost curve."""
 
-    interrupt_steps: bool = True
-    """A cancelled generation (superseded by a newer request, or background work a request
-    preempts) stops its running step between two decoder layers, committing nothing of
-    it, when another job waits for the model thread (``generate(preempt=...)``; the
-    server's: :meth:`lsp_server.model_host.ModelHost.awaited`): that request waits for
-    about one layer, not a whole forward. With nobody waiting the step ends and its tokens
-    reach the CACHE. Eager steps only (CUDA graphs run whole). False: every step runs to
-    its end, as before the thirty-second session."""
+    interrupt_steps: bool = False
+    """True: a cancelled generation (superseded by a newer request, or background work a
+    request preempts) stops its running step between two decoder layers, committing
+    nothing of it, when another job waits for the model thread (``generate(preempt=...)``;
+    the server's: :meth:`lsp_server.model_host.ModelHost.awaited`): that request waits for
+    about one layer, not a whole forward. Eager steps only (CUDA graphs run whole). Off by
+    default: it took the typing replay's model-run p50 13-15% down (its compressed clock
+    always finds the old block mid-forward), but in real-time typing it changed nothing
+    with the 0.5B model and, with the 1.5B, FastCoder's felt latency where the model ran
+    went from 375 to 497 ms (one run): a stopped step's work and its tokens for the
+    document's CACHE are lost (docs/BENCHMARKS.md, thirty-second session)."""
 
     # --- CACHE -----------------------------------------------------------------------
     use_cache: bool = True

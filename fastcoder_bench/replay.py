@@ -812,7 +812,7 @@ PACKED, PLAIN = "packed", "plain"  # the CPU matmul path: packWeights on / off
 NO_LINE_PRUNE = "noprune"  # drafts below a line end verified even in single-line mode (an ablation)
 NO_AGREE = "noagree"  # the draft budget blind to how many sources drafted a node (an ablation)
 NO_GATE = "nogate"  # every datastore searched at every draft: no source gate (fastcoder/source_weights.py)
-NO_INTERRUPT = "nointerrupt"  # a cancelled generation's step runs to its end (engine.interruptSteps off)
+INTERRUPT, NO_INTERRUPT = "interrupt", "nointerrupt"  # a cancelled generation's step stops between layers when a request waits / runs to its end (engine.interruptSteps)
 NO_HEADER = "noheader"  # no workspace name and document path before the prompt (fileHeader false)
 WINDOW = "window"  # windowN: maxPromptTokens N (the prompt window; windowN+context for both)
 EARLY = "early"  # earlyN: earlyAnswerMs N (block mode: answer with the whole lines so far after N ms)
@@ -826,7 +826,7 @@ def layout_options(layout: str) -> dict[str, Any]:
     a ``promptLayout`` (``psm``, ``anchored``), ``context`` / ``nocontext`` (cross-file
     context on / off), ``middle`` (on, ``contextPlacement`` before-middle), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
     (``engine.pruneAtLineEnd`` off), ``noagree`` (``engine.sourceAgreement`` off), ``nogate``
-    (``engine.sourceGate`` off), ``nointerrupt`` (``engine.interruptSteps`` off), ``noheader``
+    (``engine.sourceGate`` off), ``interrupt`` / ``nointerrupt`` (``engine.interruptSteps`` on / off), ``noheader``
     (``fileHeader`` false), ``nomerge`` (``engine.mergePromptTail`` 0), ``nowarm``
     (``warmAtCursor`` off: the cursor notification is ignored), ``prepare`` / ``noprepare``
     (``prepareWindow`` on / off), ``noprefetch`` (``prefetch`` off), ``nofallback``
@@ -848,8 +848,8 @@ def layout_options(layout: str) -> dict[str, Any]:
             options.setdefault("engine", {})["sourceAgreement"] = False
         elif part == NO_GATE:
             options.setdefault("engine", {})["sourceGate"] = False
-        elif part == NO_INTERRUPT:
-            options.setdefault("engine", {})["interruptSteps"] = False
+        elif part in (INTERRUPT, NO_INTERRUPT):
+            options.setdefault("engine", {})["interruptSteps"] = part == INTERRUPT
         elif part == NO_HEADER:
             options["fileHeader"] = False
         elif part == NO_MERGE:

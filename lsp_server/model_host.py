@@ -200,9 +200,10 @@ class ModelHost:
         return self._queued
 
     def awaited(self) -> bool:
-        """Another job waits for the model thread: a cancelled generation's step stops
-        between its layers (``Engine.generate(preempt=...)``); with nobody waiting it ends
-        and its tokens reach the document's CACHE."""
+        """Another job waits for the model thread: with ``engine.interruptSteps`` a
+        cancelled generation's step then stops between its layers
+        (``Engine.generate(preempt=...)``); with nobody waiting it ends and its tokens
+        reach the document's CACHE."""
         return self._queued > 0
 
     def _labelled(self, label: str, fn: Callable[..., Any], *args: Any) -> Any:

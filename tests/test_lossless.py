@@ -163,7 +163,7 @@ def test_a_cancel_mid_forward_stops_before_the_next_layer_and_commits_nothing(en
         calls["last_after_cancel"] += cancel.is_set()
 
     hooks = [layers[0].register_forward_hook(first), layers[-1].register_forward_hook(last)]
-    config = DecodeConfig(method=method, max_new_tokens=30)
+    config = DecodeConfig(method=method, max_new_tokens=30, interrupt_steps=True)
     session = Session(config)
     try:
         g = engine.generate(prompt, config, session=session, cancel=cancel)
