@@ -444,9 +444,11 @@ class Verifier:
         self._lock = threading.RLock()
         # the running step's ``stop``: eager steps stop between decoder layers when it says
         # so (a newer request waits ~one layer for the model thread, not a whole forward);
-        # graphs and compiled steps run whole
+        # graphs and compiled steps run whole. The layer hooks go in with the first step
+        # given a ``stop`` (none otherwise: ``interrupt_steps`` is off by default)
         self._stop: Callable[[], bool] | None = None
-        self.interruptible = not self.use_graphs and not compile and _watch_layers(model, self)
+        self._watched = False
+        self.interruptible = not self.use_graphs and not compile and decoder_layers(model) is not None
         if self.use_graphs:
             self.capture_graphs(graph_capacity)
 
@@ -839,6 +841,8 @@ class Verifier:
         order = tree.depth_first()
         moved = order != list(range(len(tree)))
         with self._lock, torch.inference_mode():
+            if stop is not None and self.interruptible and not self._watched:
+                self._watched = _watch_layers(self.model, self)
             self._stop = stop
             try:
                 res = self._step(kv, root, tree.permute(order) if moved else tree, [int(t) for t in forced], allowed)
