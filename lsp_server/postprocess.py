@@ -150,6 +150,11 @@ def drop_open_header(text: str, ctx: CursorContext) -> str:
     if nxt is not None and indent_width(nxt) > indent_width(lines[-1]):
         return text
     keep = lines[:-1]
+    if re.match(r"(except|finally)\b", last):  # a try without its handler is no better: from the try on
+        width = indent_width(lines[-1])
+        own = lambda i: indent_width(ctx.line_prefix if i == 0 else keep[i])  # noqa: E731 (line 0 starts at the cursor)
+        tries = [i for i, ln in enumerate(keep) if own(i) == width and re.match(r"try\s*:", ln.strip())]
+        keep = keep[: tries[-1]] if tries else keep
     while keep and (not keep[-1].strip() or keep[-1].lstrip().startswith(("@", *LINE_COMMENTS))):
         keep.pop()
     return "\n".join(keep) if "".join(keep).strip() else text

@@ -466,3 +466,9 @@ def test_a_block_suggestion_never_ends_with_a_header_without_its_body():
     assert finalize("const b = a;\n  if (b) {", js) == "const b = a;"
     assert finalize("const b = {\n    x: 1,\n  };", js) == "const b = {\n    x: 1,\n  };"  # closed: kept
     assert finalize("y = 1\n    z = y", field) == "y = 1\n    z = y"  # no header: unchanged
+    body = ctx_at("def load(path):\n    |\n")
+    # a handler cut off: the try goes with it (a try without a handler is no better)
+    assert finalize("data = None\n    try:\n        data = read(path)\n    except OSError:", body) == "data = None"
+    assert finalize("if path:\n        x = 1\n    else:", body) == "if path:\n        x = 1"  # an if stands alone
+    tried = "try:\n        data = read(path)\n    except OSError:"
+    assert finalize(tried, body) == tried  # the try is the first line: nothing else would be left
