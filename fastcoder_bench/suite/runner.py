@@ -204,7 +204,6 @@ class Harness:
 
     def session_for(self, variant: Variant, task: BenchTask):
         from fastcoder.session import Session
-
         from fastcoder.source_weights import SourceGate
 
         gate = self.gates.setdefault(variant.name, SourceGate())  # one per method, as the server keeps one
