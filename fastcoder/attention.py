@@ -47,7 +47,9 @@ full attention only, no softcapping, no sinks) and otherwise leaves it as it was
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 
 import torch
 from transformers import AttentionInterface
@@ -62,6 +64,11 @@ NAME = "fastcoder_gqa"
 ROWS_KWARG = "fastcoder_query_rows"
 """A forward keyword: only the first this many query rows are real (the rest pad a
 bucket); attention computes those and gives the padding rows zeros."""
+
+EXPLICIT_KWARG = "fastcoder_explicit"
+"""A forward keyword: compute the folded attention with :func:`explicit_attention`
+instead of SDPA (the verifier asks for it where :func:`explicit_consistent_from` found
+it batch-invariant; see there)."""
 
 _UNSUPPORTED_KWARGS = ("softcap", "s_aux", "sinks", "position_bias", "cache")
 
@@ -144,9 +151,12 @@ def folded_gqa_attention_forward(
     # h = kv * groups + g use kv head kv (repeat_kv's order); a copy only if the query
     # is not laid out head-major (a few KB)
     q = (query if real == q_len else query[:, :, :real]).reshape(b, kv_heads, groups * real, d)
-    out = torch.nn.functional.scaled_dot_product_attention(
-        q, key, value, attn_mask=folded, dropout_p=dropout if module.training else 0.0, scale=scaling
-    )
+    if kwargs.get(EXPLICIT_KWARG) and not module.training:
+        out = explicit_attention(q, key, value, folded, scaling)
+    else:
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q, key, value, attn_mask=folded, dropout_p=dropout if module.training else 0.0, scale=scaling
+        )
     # (b, kv_heads, groups * real, d_v) -> (b, heads, real, d_v) -> (b, real, heads, d_v)
     out = out.reshape(out.shape[0], heads, real, value.shape[-1]).transpose(1, 2)
     if real == q_len:
@@ -154,6 +164,131 @@ def folded_gqa_attention_forward(
     full = out.new_zeros(out.shape[0], q_len, heads, out.shape[-1])
     full[:, :real] = out
     return full, None
+
+
+# per thread: the explicit attention's float32 scores and keys and its rounded
+# probabilities (one layer at a time), kept between forwards: a fresh multi-MB tensor per
+# layer costs page faults (a 16-row call at 1,916 columns took 1.43 ms with a fresh
+# scores tensor, 0.50 ms with this)
+_scratch = threading.local()
+
+
+def explicit_attention(q: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor, scaling: float | None) -> torch.Tensor:
+    """Folded attention as two matrix products: q (b, kv_heads, rows, d), key/value
+    (b, kv_heads, width, d), an additive ``mask`` broadcasting to (b, kv_heads, rows,
+    width) -> (b, kv_heads, rows, d_v) in ``value``'s dtype.
+
+    Scores in float32 (Q and K converted; a bf16 product would round every score to 8
+    bits, as transformers' eager attention does: 5-8x SDPA's error in a probe), the mask
+    added and the softmax taken in float32 in one reused buffer, the probabilities
+    rounded to ``value``'s dtype for the second product (as PyTorch's CPU flash kernel
+    rounds them for its own).
+
+    Why: PyTorch's CPU SDPA kernel runs a tree step's folded rows far below the CPU's
+    matrix speed. 2-vCPU AMD EPYC (avx512_bf16, no AMX), Qwen2.5-Coder-0.5B's shapes
+    (2 KV heads x 7 folded query heads, d 64), bf16, ms per layer, SDPA / this: 16 tree
+    rows at 1,024 columns 0.41 / 0.31, at 2,048 0.82 / 0.57, at 3,072 1.21 / 0.82; 4
+    rows at 2,048 0.21 / 0.20; but 1 row at 512 columns 0.028 / 0.056 and at 2,048
+    0.096 / 0.120 (a fixed cost of its eight small operations), so the verifier uses it
+    only from a width on (:func:`explicit_consistent_from`)."""
+    b, h, r, d = q.shape
+    w = key.shape[-2]
+    scale = d ** -0.5 if scaling is None else scaling
+    scores = _scratch_view("scores", (b, h, r, w), torch.float32, q.device)
+    keys = _scratch_view("keys", (b, h, w, d), torch.float32, q.device)
+    keys.copy_(key)
+    torch.matmul(q.float().mul_(scale), keys.transpose(-1, -2), out=scores)
+    if mask.dtype == torch.bool:  # True: attend
+        scores.masked_fill_(~mask, float("-inf"))
+    else:
+        scores += mask
+    torch.softmax(scores, -1, out=scores)
+    probs = _scratch_view("probs", (b, h, r, w), value.dtype, q.device)
+    probs.copy_(scores)
+    return torch.matmul(probs, value)
+
+
+def _scratch_view(name: str, shape: tuple[int, ...], dtype: torch.dtype, device) -> torch.Tensor:
+    """A contiguous ``shape`` view of this thread's scratch buffer ``name`` (grown when too
+    small, never shrunk)."""
+    n = math.prod(shape)
+    buf = getattr(_scratch, name, None)
+    if buf is None or buf.numel() < n or buf.dtype != dtype or buf.device != device:
+        with torch.inference_mode(False):  # a normal tensor: written in place in and out of inference mode
+            buf = torch.empty(max(n, 1 << 16), dtype=dtype, device=device)
+        setattr(_scratch, name, buf)
+    return buf[:n].view(shape)
+
+
+EXPLICIT_PROBE_WIDTHS = tuple(range(512, 16384 + 1, 512))
+"""Attended widths :func:`explicit_consistent_from` checks (the verifier's eager widths are
+multiples of 512; prompts past 16,384 tokens are beyond what the probe saw)."""
+
+
+def explicit_consistent_from(kv_heads: int, head_dim: int, groups: int, dtype: torch.dtype, device="cpu",
+                             widths: tuple[int, ...] = EXPLICIT_PROBE_WIDTHS, first_rows: int | None = None) -> int | None:
+    """The smallest of ``widths`` from which :func:`explicit_attention` is batch-invariant
+    on this machine: a query row's output comes out bit for bit the same for any number of
+    rows computed with it (``first_rows``, default ``groups``: the fewest folded rows a
+    forward runs, .. 64 tokens' folded rows) and any attended width
+    from there on (the columns past its own masked), or None where no width is.
+
+    Why a probe: the matrix kernels choose their blocking by shape. On a 2-vCPU AMD EPYC
+    (avx512_bf16) the scores and the softmax came out the same at every row count and
+    width, the bf16 product of probabilities and values the same at every row count and
+    between any two widths except 1,024 -> 1,536 columns (another split of its 1,024+
+    column sums): so from 1,536 columns on."""
+    gen = torch.Generator().manual_seed(0)
+    top = widths[-1]
+    rows = sorted({first_rows or groups} | {groups * t for t in (4, 16, 64)})
+    q = (torch.randn(1, kv_heads, rows[-1], head_dim, generator=gen) * 2).to(dtype).to(device)
+    k = (torch.randn(1, kv_heads, top, head_dim, generator=gen) * 2).to(dtype).to(device)
+    v = torch.randn(1, kv_heads, top, head_dim, generator=gen).to(dtype).to(device)
+    neg = torch.finfo(dtype).min
+    good_from, previous = None, None
+    with torch.inference_mode():
+        for w in widths:
+            seen = w - 256  # columns the rows see; the rest masked as a wider step's are
+            col = torch.arange(w, device=device)
+            mask = torch.where(col < seen, 0.0, neg).to(dtype).view(1, 1, 1, w)
+            # the most rows (64 tokens) up to 4,096 columns, 16 tokens' beyond (cheaper)
+            outs = [explicit_attention(q[:, :, :m], k[:, :, :w], v[:, :, :w], mask, None)
+                    for m in rows if m <= groups * 16 or w <= 4096]
+            same_rows = all(torch.equal(o, outs[-1][:, :, : o.shape[2]]) for o in outs)
+            same_width = True
+            if previous is not None:  # the previous width's columns, attended at this width
+                pw, pout = previous
+                pmask = torch.where(col < pw - 256, 0.0, neg).to(dtype).view(1, 1, 1, w)
+                wide = explicit_attention(q[:, :, : pout.shape[2]], k[:, :, :w], v[:, :, :w], pmask, None)
+                same_width = torch.equal(wide, pout)
+            if not same_rows:
+                good_from = None
+            elif not same_width or good_from is None:
+                good_from = w
+            previous = (w, outs[-1])
+    return good_from
+
+
+def explicit_speed(kv_heads: int, head_dim: int, groups: int, dtype: torch.dtype, tokens: int = 16,
+                   width: int = 2048, rounds: int = 7) -> tuple[float, float]:
+    """Seconds per call of SDPA and of :func:`explicit_attention` for ``tokens`` tree rows
+    folded at ``width`` columns (best of ``rounds``, interleaved), on the CPU: whether the
+    explicit path pays on this machine is measured, not assumed from its flags."""
+    gen = torch.Generator().manual_seed(1)
+    q = torch.randn(1, kv_heads, groups * tokens, head_dim, generator=gen).to(dtype)
+    k = torch.randn(1, kv_heads, width, head_dim, generator=gen).to(dtype)
+    v = torch.randn(1, kv_heads, width, head_dim, generator=gen).to(dtype)
+    mask = torch.zeros(1, 1, groups * tokens, width, dtype=dtype)
+    best = [float("inf"), float("inf")]
+    calls = (lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+             lambda: explicit_attention(q, k, v, mask, None))
+    with torch.inference_mode():
+        for _ in range(rounds):
+            for i, call in enumerate(calls):
+                t0 = time.perf_counter()
+                call()
+                best[i] = min(best[i], time.perf_counter() - t0)
+    return best[0], best[1]
 
 
 AttentionInterface.register(NAME, folded_gqa_attention_forward)

@@ -134,7 +134,9 @@ def generate(
         session.take_longest(list(prompt_ids))  # its spare cache may hold more of this prompt
         if config.max_new_tokens > 0 and config.merge_prompt_tail > 0:
             uncached = verifier.begin(session.kv, prompt_ids, reserve=config.max_new_tokens)
-            if uncached <= config.merge_prompt_tail:
+            straddles = getattr(verifier, "straddles", None)
+            n = len(prompt_ids)
+            if uncached <= config.merge_prompt_tail and not (straddles and straddles(n - uncached, n - 1)):
                 tail = [int(t) for t in prompt_ids[len(prompt_ids) - uncached :]]
         if tail:
             first, prefilled, margin = None, len(tail), None

@@ -55,6 +55,8 @@ class Engine:
                 attn = getattr(self.model.config, "_attn_implementation", None) or "?"
                 packed = "|packed" if is_packed(self.model) else ""
                 inv = "|invariant" if self.verifier.invariant else ""
+                if self.verifier.explicit_from is not None:
+                    inv += f"|explicit>={self.verifier.explicit_from}"
                 key = f"{self.name}|{self.device}|{self.dtype}|attn={attn}|graphs={self.verifier.use_graphs}{packed}{inv}"
                 self._curve = load_or_measure(self.verifier, key)
             return self._curve

@@ -105,6 +105,17 @@ CAPACITY_STEP = 512
 """Static caches are sized in multiples of this many tokens."""
 DEFAULT_RESERVE = 512
 """Room for new tokens kept after a prompt when the caller does not say (warm-up prefill)."""
+EXPLICIT_MIN_WIDTH = 1536
+"""The fewest attended columns a forward computes with the explicit attention
+(:meth:`Verifier._explicit_boundary`): below it a 1-row step pays its fixed cost (1 row at
+512 columns 0.056 vs SDPA's 0.028 ms per layer, 2-vCPU AMD EPYC avx512_bf16) and trees
+gain little."""
+EXPLICIT_MIN_GAIN = 0.9
+"""The explicit attention is used only where its 16-row call takes at most this fraction
+of SDPA's on this machine."""
+_EXPLICIT_PROBES: dict[tuple, tuple] = {}
+"""Per process: (kv heads, head dim, groups, first rows, dtype, threads) -> (the width the
+explicit attention is invariant from, SDPA's and its seconds per 16-row call)."""
 GRAPH_CAPACITY = 4096
 """Rows of the CUDA work area the graphs address (prompt + new tokens + the largest
 bucket of the requests it serves: 2,048 + 512 + 128 for the benchmark suite's defaults).
@@ -378,6 +389,7 @@ class Verifier:
         fold_gqa: bool = True,
         graph_capacity: int = GRAPH_CAPACITY,
         invariant: bool | None = None,
+        explicit_attention: bool | None = None,
     ) -> None:
         self.model = model
         # GQA attention that never copies K/V per query head (fastcoder/attention.py);
@@ -419,6 +431,9 @@ class Verifier:
             marked = matmul.mark_one_row_rounding(model)
             self.min_rows = 1 if marked is not None else 2
             self.one_row_padded = marked or []
+        # the first cache row from which forwards compute attention as two matrix products
+        # (attention.explicit_attention) instead of SDPA; None: never (see _explicit_boundary)
+        self.explicit_from: int | None = self._explicit_boundary(explicit_attention)
         # prompt tokens per prefill forward: a cancelled request stops within one chunk
         self.prefill_chunk = PREFILL_CHUNK_CUDA if self.device.type == "cuda" else PREFILL_CHUNK_CPU
         # eager steps run the rows they have, graphs and compiled steps a bucket's (fixed
@@ -451,6 +466,60 @@ class Verifier:
         self.interruptible = not self.use_graphs and not compile and decoder_layers(model) is not None
         if self.use_graphs:
             self.capture_graphs(graph_capacity)
+
+    def _explicit_boundary(self, wanted: bool | None) -> int | None:
+        """Where forwards switch to :func:`fastcoder.attention.explicit_attention`: the
+        first cache row from which a forward whose first query row sits there runs it.
+
+        Batch-invariant steps (the default, ``wanted`` None): from the width
+        :func:`~fastcoder.attention.explicit_consistent_from` finds it invariant from on
+        this machine (at least EXPLICIT_MIN_WIDTH columns, where it pays for trees and
+        costs a 1-row step little), and only if it is faster than SDPA here
+        (:func:`~fastcoder.attention.explicit_speed`, 16 tree rows at 2,048 columns, by
+        at least EXPLICIT_MIN_GAIN); otherwise never. A forward whose rows straddle the
+        boundary runs SDPA (:meth:`prefill` splits its chunks there, a step trusts only
+        its rows before it), so a row is computed by the same path whatever computes it.
+        ``wanted`` True without batch-invariant steps: every masked forward (tests);
+        False: never."""
+        self.explicit_probe: dict | None = None
+        if wanted is False or not self.folded_attention or self.device.type != "cpu":
+            return None
+        if not self.invariant:
+            return 0 if wanted else None
+        cfg = self.model.config.get_text_config(decoder=True) if hasattr(self.model.config, "get_text_config") else self.model.config
+        heads = cfg.num_attention_heads
+        kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+        first = attention_rows(self.min_rows, self._groups_of()) * self._groups_of()
+        key = (kv_heads, head_dim, self._groups_of(), first, self.dtype, torch.get_num_threads())
+        found = _EXPLICIT_PROBES.get(key)
+        if found is None:  # the speed first: no probe where it does not pay
+            sdpa_s, explicit_s = attention.explicit_speed(kv_heads, head_dim, self._groups_of(), self.dtype)
+            width = None
+            if wanted or explicit_s <= EXPLICIT_MIN_GAIN * sdpa_s:
+                width = attention.explicit_consistent_from(kv_heads, head_dim, self._groups_of(), self.dtype, first_rows=first)
+            found = _EXPLICIT_PROBES[key] = (width, sdpa_s, explicit_s)
+        width, sdpa_s, explicit_s = found
+        self.explicit_probe = {"consistent_from": width, "sdpa_ms": round(1e3 * sdpa_s, 3), "explicit_ms": round(1e3 * explicit_s, 3)}
+        if width is None or (not wanted and explicit_s > EXPLICIT_MIN_GAIN * sdpa_s):
+            return None
+        return max(width, EXPLICIT_MIN_WIDTH) - WIDTH_ALIGN
+
+    def _groups_of(self) -> int:
+        return attention.groups(self.model) if self.folded_attention else 1
+
+    def _explicit_here(self, first_row: int) -> bool:
+        """Whether a forward whose first query row is cache row ``first_row`` runs the
+        explicit attention."""
+        return self.explicit_from is not None and first_row >= self.explicit_from
+
+    def straddles(self, first_row: int, last_row: int) -> bool:
+        """Whether rows ``first_row``..``last_row`` (cache rows) lie on both sides of
+        :attr:`explicit_from`: such a forward computes its later rows otherwise than
+        any forward starting at or after it would (the decode loop does not merge a
+        prompt tail that would; the verifier's steps trust only the rows before it)."""
+        b = self.explicit_from
+        return b is not None and b > 0 and first_row < b <= last_row
 
     @property
     def max_nodes(self) -> int:
@@ -637,6 +706,8 @@ class Verifier:
             if cancel is not None and cancel.is_set() and start > common:
                 return None, start - common, None
             end = min(len(ids), start + size)
+            if self.straddles(start, end - 1):  # a chunk never straddles the attention paths' boundary
+                end = self.explicit_from
             cache.length = start
             logits = self._prefill_chunk(cache, ids, start, end)
             kv.ids = ids[:end]  # what is prefilled stays, even if the next chunk is cancelled
@@ -675,6 +746,8 @@ class Verifier:
             att = attention_rows(end - start, self._groups)
             if att < end - start + pad and self.folded_attention:  # a 1-token chunk's padding row needs no attention
                 kwargs[attention.ROWS_KWARG] = att
+            if self._explicit_here(start):
+                kwargs[attention.EXPLICIT_KWARG] = True
             cache.view_len = width
         else:
             cache.view_len = end
@@ -727,13 +800,14 @@ class Verifier:
             reach = ((reach @ reach) > 0).to(torch.float32)
         return ids, past + depths, slots, reach > 0, past
 
-    def _forward(self, cache: StaticKV, b: int, width: int, fixed: bool, real: int | None = None) -> torch.Tensor:
+    def _forward(self, cache: StaticKV, b: int, width: int, fixed: bool, real: int | None = None, explicit: bool = False) -> torch.Tensor:
         """Prepare + forward + argmax for ``b`` query rows (a bucket, or an eager step's
         :meth:`step_rows`) attending the first ``width`` cache rows (captured / compiled
         as a unit): returns the logits (b, vocab) and their argmax (b,). ``fixed``:
         nothing may depend on the host's idea of the past (graphs, compile): the mask is
         built on the device over the whole width; eager steps pass width = past + b.
-        ``real``: only the first this many rows are the step's (the rest pad): with the
+        ``explicit``: the attention as two matrix products (:attr:`explicit_from`; eager
+        only). ``real``: only the first this many rows are the step's (the rest pad): with the
         folded attention the padding rows past :func:`attention_rows` skip attention
         (eager steps only: a fixed shape cannot depend on it). At 2,048 cached rows on a
         2-vCPU AMD EPYC (avx512_bf16, Qwen2.5-Coder-0.5B bf16) an AR step (padded to 2
@@ -759,6 +833,8 @@ class Verifier:
             att = attention_rows(real, self._groups)
             if att < b:
                 rows[attention.ROWS_KWARG] = att
+        if explicit and self.folded_attention and not fixed:
+            rows[attention.EXPLICIT_KWARG] = True
         out = self.model(
             input_ids=ids.view(1, b),
             position_ids=pos.view(1, b),
@@ -782,7 +858,7 @@ class Verifier:
             if self._compiled is None:
                 self._compiled = torch.compile(self._forward, backend=self.compile, dynamic=False)
             return self._compiled(cache, b, cache.capacity, True)
-        return self._forward(cache, b, self._eager_width(cache, past_len + b), False, real)
+        return self._forward(cache, b, self._eager_width(cache, past_len + b), False, real, self._explicit_here(past_len))
 
     def graph_status(self) -> dict:
         """What the steps run as: ``mode`` (``cuda-graphs`` or ``eager``), the buckets
@@ -791,7 +867,9 @@ class Verifier:
         the others keep their graphs); eager: whether the steps are batch-invariant
         (``invariant``) and, if so, the fewest rows a forward runs (``min_rows``) and the
         linear layers that run a 1-row call as 2 rows (``one_row_as_two``: layer name ->
-        how many layers, e.g. ``{"down_proj": 24}``). Reported by the server's
+        how many layers, e.g. ``{"down_proj": 24}``); where the explicit attention was
+        probed, the first cache row it runs from (``explicit_attention_from``, None: not
+        used) and the probe's figures (``explicit_probe``). Reported by the server's
         ``fastcoder.stats`` and the benchmark reports."""
         if not self.use_graphs:
             status = {"mode": "eager", "captured": [], "failed": {}, "batch_invariant": self.invariant,
@@ -799,6 +877,10 @@ class Verifier:
             if self.invariant:
                 kinds = Counter(name.rsplit(".", 1)[-1] for name in self.one_row_padded)
                 status.update(min_rows=self.min_rows, one_row_as_two=dict(kinds))
+            if self.explicit_from is not None or self.explicit_probe is not None:
+                status["explicit_attention_from"] = self.explicit_from  # None: probed, not used
+                if self.explicit_probe is not None:
+                    status["explicit_probe"] = self.explicit_probe
             return status
         widths = self._widths if self.work is not None else []
         full = [b for b in self.buckets if widths and all((b, w) in self.graph_captured for w in widths)]
@@ -886,6 +968,12 @@ class Verifier:
         past = len(kv.ids)
         f = len(forced)  # rows 1..f: the forced chain; rows f+1..f+n: the tree's nodes
         n = len(tree)
+        if self.straddles(past, past + f):
+            raise ValueError(f"forced rows {past}..{past + f} straddle the attention paths' boundary at row "
+                             f"{self.explicit_from}: prefill them (Verifier.straddles)")
+        # rows from this cache row on are computed by the path a forward starting there
+        # would not take (a step straddling explicit_from runs SDPA): not accepted
+        trusted_to = self.explicit_from if self.straddles(past, past + f + n) else None
         b = self.step_rows(f + n + 1)
         if past + b > cache.capacity:
             self._ensure(kv, past, past + b + DEFAULT_RESERVE)
@@ -926,6 +1014,8 @@ class Verifier:
             nxt = children[row].get(greedy[row + f]) if row < len(children) else None
             if nxt is None:
                 break
+            if trusted_to is not None and past + f + 1 + nxt >= trusted_to:
+                break  # its row straddles into the other attention path: the bonus comes from the row before
             if self.exact_paths and nxt != len(accepted):
                 # off the depth-first path of first children: that row's ancestors are not
                 # the contiguous columns an AR step sees, so its logits (and its keys and

@@ -22,6 +22,7 @@ from fastcoder.config import DecodeConfig
 from fastcoder.drafters import Sources
 from fastcoder.engine import Engine
 from fastcoder.ngram import NgramIndex
+from fastcoder.session import Session
 from fastcoder.trie import DraftTree
 from fastcoder.verifier import KVState, Verifier
 from fastcoder_bench.probes.ar_reference import ar_logits
@@ -236,3 +237,87 @@ def test_prefill_chunks_padded_for_the_attention_kernel_give_their_own_logits(ti
         assert n == grows and tok == want_tok == int(got.argmax())
         assert (got - want).abs().max() <= 0.05 * want.abs().max(), grows
         assert torch.equal(kv.cache.buf[..., :300, :], whole.cache.buf[..., :300, :]), grows
+
+
+def _explicit(model) -> Verifier:
+    """A verifier computing attention as two matrix products from its boundary on
+    (``explicit_attention=True`` skips the speed check, not the invariance probe)."""
+    v = Verifier(model, explicit_attention=True)
+    if v.explicit_from is None:
+        pytest.skip("the explicit attention is not batch-invariant on this CPU (attention.explicit_consistent_from)")
+    return v
+
+
+@pytest.mark.parametrize("ctx", (1000, 1700))
+def test_explicit_attention_rows_give_ar_bits_across_its_boundary(qwen_shaped, ctx):
+    """Forwards starting at or after ``explicit_from`` (1,024 on the 2-vCPU AMD EPYC with
+    AVX512-BF16) compute attention as two matrix products, the others with SDPA. AR's
+    1-row steps, then chains of 2..16 and 23 rows over the same tokens, from 1,000 (the
+    boundary inside the chains) and from 1,700 (all past it): every row a step trusts
+    equals AR's bit for bit; a chain straddling the boundary accepts nothing from the
+    boundary on (those rows ran SDPA, AR's ran the products), and a prefill (its chunks
+    split at the boundary) leaves the keys/values the steps wrote."""
+    n_ar = 40
+    v = _explicit(qwen_shaped)
+    edge = v.explicit_from
+    assert v.graph_status()["explicit_attention_from"] == edge and edge % 512 == 0
+    rng = random.Random(ctx)
+    ids = [rng.randrange(4, 600) for _ in range(ctx)]
+    kv, toks, ref = ar_logits(v, ids, n_ar, reserve=64)
+    stepped = kv.cache.buf[..., : ctx + n_ar, :].clone()
+    straddled = 0
+    for b in (*range(2, 17), 23):
+        kv.truncate(ctx)
+        kv.cache.length = ctx
+        pos = 0
+        while pos + b <= n_ar:
+            past = ctx + pos
+            step = v.step(kv, toks[pos], DraftTree.chain(toks[pos + 1 : pos + b], "probe"))
+            trusted = edge - past if v.straddles(past, past + b - 1) else b
+            straddled += trusted < b
+            for j in range(trusted):
+                assert torch.equal(v.last_logits[j], ref[pos + j]), f"chain of {b} rows from {past}, row {pos + j} differs"
+            assert len(step.accepted) == trusted - 1 and step.bonus == toks[pos + trusted]
+            assert kv.ids == ids + toks[: pos + trusted]
+            pos += trusted
+    assert straddled > 0 if ctx < edge < ctx + n_ar else straddled == 0
+    fresh = KVState()
+    v.prefill(fresh, ids + toks[:n_ar], reserve=64)
+    assert torch.equal(fresh.cache.buf[..., : ctx + n_ar, :], stepped)
+
+
+def test_fastcoder_bf16_output_is_ar_output_across_the_explicit_boundary(qwen_shaped, tiny_tokenizer):
+    """Whole generations whose steps cross ``explicit_from`` (and a prompt tail that
+    would straddle it, which the decode loop prefills instead of merging): PLD and
+    FastCoder commit exactly AR's tokens in bf16; a step whose forced rows straddle it
+    is refused with a clear error."""
+    engine = Engine(qwen_shaped, tiny_tokenizer, name="qwen-shaped-bf16")
+    engine.verifier = _explicit(qwen_shaped)
+    edge = engine.verifier.explicit_from
+    rng = random.Random(11)
+    for ctx in (edge - 20, edge + 500):
+        prompt = [rng.randrange(4, 600) for _ in range(ctx)]
+        ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=40)).tokens
+        buffers = NgramIndex(key_len=2)
+        buffers.add(prompt[-50:] + ar[:10] + [rng.randrange(4, 600)] + ar[11:30])
+        for method in ("pld", "fastcoder"):
+            gen = engine.generate(prompt, DecodeConfig(method=method, max_new_tokens=40),
+                                  sources=Sources(buffers=buffers), reference=ar[5:])  # fmt: skip
+            assert gen.tokens == ar, (ctx, method)
+            assert gen.stats.forward_steps < len(ar)
+    # a session holding a prompt that ends 3 rows before the boundary, then the same
+    # prompt and 5 more tokens (a tail the first step would otherwise merge)
+    prompt = [rng.randrange(4, 600) for _ in range(edge - 3)]
+    longer = prompt + [rng.randrange(4, 600) for _ in range(5)]
+    want = engine.generate(longer, DecodeConfig(method="ar", max_new_tokens=20)).tokens
+    cfg = DecodeConfig(method="fastcoder", max_new_tokens=20)
+    session = Session(cfg)
+    engine.generate(prompt, cfg, session=session)
+    gen = engine.generate(longer, cfg, session=session, reference=want)
+    assert gen.tokens == want and gen.stats.merged_tail == 0
+    v = engine.verifier
+    kv = KVState()
+    ids = [rng.randrange(4, 600) for _ in range(edge - 2)]
+    v.prefill(kv, ids, reserve=64)
+    with pytest.raises(ValueError, match="straddle"):
+        v.step(kv, 5, DraftTree(), forced=[6, 7, 8])
