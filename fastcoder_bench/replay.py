@@ -813,6 +813,7 @@ NO_LINE_PRUNE = "noprune"  # drafts below a line end verified even in single-lin
 NO_AGREE = "noagree"  # the draft budget blind to how many sources drafted a node (an ablation)
 NO_GATE = "nogate"  # every datastore searched at every draft: no source gate (fastcoder/source_weights.py)
 INTERRUPT, NO_INTERRUPT = "interrupt", "nointerrupt"  # a cancelled generation's step stops between layers when a request waits / runs to its end (engine.interruptSteps)
+EXPLICIT, SDPA = "explicit", "sdpa"  # explicitAttention auto / off (attention as two matrix products where it pays, or PyTorch's SDPA kernel)
 NO_HEADER = "noheader"  # no workspace name and document path before the prompt (fileHeader false)
 WINDOW = "window"  # windowN: maxPromptTokens N (the prompt window; windowN+context for both)
 EARLY = "early"  # earlyN: earlyAnswerMs N (block mode: answer with the whole lines so far after N ms)
@@ -826,7 +827,8 @@ def layout_options(layout: str) -> dict[str, Any]:
     a ``promptLayout`` (``psm``, ``anchored``), ``context`` / ``nocontext`` (cross-file
     context on / off), ``middle`` (on, ``contextPlacement`` before-middle), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
     (``engine.pruneAtLineEnd`` off), ``noagree`` (``engine.sourceAgreement`` off), ``nogate``
-    (``engine.sourceGate`` off), ``interrupt`` / ``nointerrupt`` (``engine.interruptSteps`` on / off), ``noheader``
+    (``engine.sourceGate`` off), ``interrupt`` / ``nointerrupt`` (``engine.interruptSteps`` on / off), ``explicit`` / ``sdpa`` (``explicitAttention`` auto /
+    off), ``noheader``
     (``fileHeader`` false), ``nomerge`` (``engine.mergePromptTail`` 0), ``nowarm``
     (``warmAtCursor`` off: the cursor notification is ignored), ``prepare`` / ``noprepare``
     (``prepareWindow`` on / off), ``noprefetch`` (``prefetch`` off), ``nofallback``
@@ -850,6 +852,8 @@ def layout_options(layout: str) -> dict[str, Any]:
             options.setdefault("engine", {})["sourceGate"] = False
         elif part in (INTERRUPT, NO_INTERRUPT):
             options.setdefault("engine", {})["interruptSteps"] = part == INTERRUPT
+        elif part in (EXPLICIT, SDPA):
+            options["explicitAttention"] = "auto" if part == EXPLICIT else "off"
         elif part == NO_HEADER:
             options["fileHeader"] = False
         elif part == NO_MERGE:

@@ -113,7 +113,7 @@ class ModelHost:
         return self.state == "ready" and self.engine is not None
 
     # ------------------------------------------------------------------ loading
-    def load(self, spec: str, dtype: str, device: str, pack: str = "auto") -> Future:
+    def load(self, spec: str, dtype: str, device: str, pack: str = "auto", explicit: str = "auto") -> Future:
         """Load ``spec`` in the model thread (after whatever runs there now). A newer
         load request makes an older queued one a no-op."""
         self._load_seq += 1
@@ -121,9 +121,9 @@ class ModelHost:
         self.state = "loading"
         self.message = f"loading {spec} ({dtype}, {device})"
         self._on_status("loading", self.message)
-        return self._executor.submit(self._load, seq, spec, dtype, device, pack)
+        return self._executor.submit(self._load, seq, spec, dtype, device, pack, explicit)
 
-    def _load(self, seq: int, spec: str, dtype: str, device: str, pack: str = "auto") -> None:
+    def _load(self, seq: int, spec: str, dtype: str, device: str, pack: str = "auto", explicit: str = "auto") -> None:
         if seq != self._load_seq:
             return
         from fastcoder.models import load_model
@@ -137,7 +137,7 @@ class ModelHost:
         with _collector_paused():
             try:
                 loaded = load_model(spec, dtype=dtype, device=device, pack=pack, progress=False)
-                engine = Engine.from_loaded(loaded)
+                engine = Engine.from_loaded(loaded, explicit_attention=None if explicit == "auto" else False)
                 self._on_status("loading", f"measuring verification cost of {spec}")
                 engine.cost_curve()  # measured once per model/device/dtype, then cached on disk
                 _warm_up(engine)

@@ -199,7 +199,7 @@ def initialize(ls: FastCoderServer, params: types.InitializeParams) -> None:
 @features.feature(types.INITIALIZED)
 def initialized(ls: FastCoderServer, params: types.InitializedParams) -> None:
     s = ls.settings
-    ls.host.load(s.model, s.dtype, s.device, s.pack_weights)
+    ls.host.load(s.model, s.dtype, s.device, s.pack_weights, s.explicit_attention)
 
 
 @features.feature(types.SHUTDOWN)
@@ -344,7 +344,7 @@ def did_change_configuration(ls: FastCoderServer, params: types.DidChangeConfigu
     log.info("settings changed")
     if new.needs_reload(old):
         ls.registry.cancel_all()
-        ls.host.load(new.model, new.dtype, new.device, new.pack_weights)
+        ls.host.load(new.model, new.dtype, new.device, new.pack_weights, new.explicit_attention)
     elif new.needs_reindex(old) and ls.host.loaded is not None:
         ls.open_index(ls.host.loaded.tokenizer, ls.host.loaded.fingerprint, force=True)
 

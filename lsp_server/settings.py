@@ -20,6 +20,10 @@ packWeights        ``auto``                     CPU: pack the linear weights for
                                                 and gate/up run as one matmul each). With dtype
                                                 auto the same probe keeps bfloat16 only where it pays
                                                 (fastcoder/matmul.py)
+explicitAttention  ``auto``                     CPU bfloat16: compute attention as two matrix products
+                                                (float32 scores) from the width where a probe at load
+                                                found it batch-invariant and faster than PyTorch's
+                                                SDPA kernel (auto), or never (off; fastcoder/attention.py)
 method             ``fastcoder``                ar, pld, rest, fastcoder, reuse (the drafter)
 arFallback         true                         run plain AR for a document while its drafter is
                                                 measured slower than AR would have been on the same
@@ -111,7 +115,7 @@ contextPlacement   ``first``                    where the context goes: first: b
 keepWhitespace     false                        debug: return whitespace-only suggestions too
 ================== ============================ =====================================================
 
-Changing ``model``, ``dtype``, ``device`` or ``packWeights`` reloads the model in the background; every
+Changing ``model``, ``dtype``, ``device``, ``packWeights`` or ``explicitAttention`` reloads the model in the background; every
 other change applies to the next request.
 """
 
@@ -129,7 +133,7 @@ from lsp_server.prompt import LAYOUTS
 
 log = logging.getLogger(__name__)
 
-RELOAD_KEYS = ("model", "dtype", "device", "pack_weights")
+RELOAD_KEYS = ("model", "dtype", "device", "pack_weights", "explicit_attention")
 CONTEXT_SOURCES = ("definitions", "open", "edits")
 DEFAULT_CONTEXT_SOURCES = {"definitions": 384, "open": 192, "edits": 128}
 CONTEXT_PLACEMENTS = ("first", "before-middle")
@@ -151,6 +155,7 @@ class ServerSettings:
     dtype: str = "auto"
     device: str = "auto"
     pack_weights: str = "auto"
+    explicit_attention: str = "auto"
     method: str = "fastcoder"
     ar_fallback: bool = True
     max_new_tokens: int = 128
@@ -225,13 +230,15 @@ class ServerSettings:
                 raise SettingsError(f"{name} must be a positive integer, got {value!r}")
             setattr(self, name, int(value))
 
-        for name in ("model", "dtype", "device", "method", "pack_weights"):
+        for name in ("model", "dtype", "device", "method", "pack_weights", "explicit_attention"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise SettingsError(f"{name} must be a non-empty string, got {value!r}")
             setattr(self, name, value.strip())
         if self.pack_weights not in ("auto", "on", "off"):
             raise SettingsError(f"packWeights must be auto, on or off, got {self.pack_weights!r}")
+        if self.explicit_attention not in ("auto", "off"):
+            raise SettingsError(f"explicitAttention must be auto or off, got {self.explicit_attention!r}")
         if self.method not in METHODS:
             raise SettingsError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
         positive_int("max_new_tokens")

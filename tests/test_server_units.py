@@ -342,6 +342,7 @@ def test_settings_changes_that_reload_the_model():
     assert base.merged({"model": "/tmp/other"}).needs_reload(base)
     assert base.merged({"dtype": "bfloat16"}).needs_reload(base)
     assert base.merged({"packWeights": "off"}).needs_reload(base) and base.pack_weights == "auto"
+    assert base.merged({"explicitAttention": "off"}).needs_reload(base) and base.explicit_attention == "auto"
     assert not base.merged({"maxNewTokens": 5}).needs_reload(base)
 
 
@@ -355,7 +356,7 @@ def test_the_window_is_planned_ahead_by_default_only_without_prefetch():
 
 @pytest.mark.parametrize(
     "bad",
-    [{"maxNewTokens": 0}, {"maxNewTokens": "x"}, {"method": "magic"}, {"packWeights": "yes"}, {"enabled": "yes"},
+    [{"maxNewTokens": 0}, {"maxNewTokens": "x"}, {"method": "magic"}, {"packWeights": "yes"}, {"explicitAttention": "on"}, {"enabled": "yes"},
      {"engine": {"nMin": 0}}, {"model": ""}, {"prepareWindow": "yes"}, {"prepareWindow": 1}],
 )
 def test_bad_settings_are_rejected_with_a_message(bad):

@@ -180,6 +180,10 @@ class Harness:
     sessions: dict[tuple[str, str], Any] = field(default_factory=dict)
     gates: dict[str, Any] = field(default_factory=dict)  # variant -> its SourceGate parent
     fingerprint: str = ""
+    engines: dict[str, Any] = field(default_factory=dict)  # Variant.engine -> another engine over the same model
+
+    def engine_for(self, variant: Variant) -> Any:
+        return self.engines[variant.engine] if variant.engine else self.engine
 
     def prompt_ids(self, task: BenchTask) -> list[int]:
         ids = self.engine.encode(task.prompt)
@@ -233,7 +237,7 @@ class Harness:
             cfg = v.config.replace(max_new_tokens=min(WARMUP_TOKENS, self.max_new_tokens))
             if fixed_budget is not None and cfg.max_draft_tokens is None:
                 cfg = cfg.replace(max_draft_tokens=fixed_budget)
-            self.engine.generate(ids, cfg, session=Session(cfg), sources=self.sources(v, dr), stop_fn=task.stop_fn())
+            self.engine_for(v).generate(ids, cfg, session=Session(cfg), sources=self.sources(v, dr), stop_fn=task.stop_fn())
 
     def run_hf(self, variant: Variant, ids: list[int], task: BenchTask, max_new_tokens: int) -> dict[str, Any]:
         """An hf-* row: transformers' own generate() on the same prompt and stop rule."""
@@ -265,7 +269,7 @@ class Harness:
             session = self.session_for(v, task)
             clear_memos(dr, self.dc)  # no method drafts faster for another's searches on this task
             gc.collect()
-            gen = self.engine.generate(ids, v.config, session=session, sources=self.sources(v, dr), stop_fn=task.stop_fn())
+            gen = self.engine_for(v).generate(ids, v.config, session=session, sources=self.sources(v, dr), stop_fn=task.stop_fn())
             session.kv.reset()  # no KV prefix reuse across tasks: every prefill is a full prefill
             stats = gen.stats.to_dict()
             results[v.name] = {

@@ -24,6 +24,12 @@ HF_METHODS: dict[str, tuple[str, dict]] = {
     "hf-pld": ("transformers generate(prompt_lookup_num_tokens=10)", {"prompt_lookup_num_tokens": 10}),
 }
 
+# the same methods on a second engine over the same model whose verifier never computes
+# attention as two matrix products (explicitAttention off: PyTorch's SDPA kernel in every
+# forward), to measure side by side what the explicit attention gives
+SDPA_METHODS: dict[str, str] = {"ar-sdpa": "ar", "fastcoder-sdpa": "fastcoder"}
+SDPA_ENGINE = "sdpa"
+
 ABLATIONS: dict[str, tuple[str, dict]] = {
     # name: (what it removes, DecodeConfig changes); "no-dr" / "no-dc" drop D_r / D_c from the sources
     "fastcoder-no-dr": ("without D_r", {}),
@@ -52,6 +58,7 @@ class Variant:
     use_dc: bool = False
     label: str = ""
     hf_kwargs: dict | None = None  # set for the hf-* rows: extra generate() arguments
+    engine: str = ""  # which of the harness's engines runs it ("": the main one; SDPA_ENGINE)
 
     def describe(self) -> dict:
         import dataclasses
@@ -65,7 +72,7 @@ class Variant:
 
 def parse_methods(text: str) -> list[str]:
     names = [m.strip().lower() for m in text.split(",") if m.strip()]
-    known = BASE_METHODS + tuple(HF_METHODS) + tuple(ABLATIONS)
+    known = BASE_METHODS + tuple(HF_METHODS) + tuple(SDPA_METHODS) + tuple(ABLATIONS)
     bad = [m for m in names if m not in known]
     if bad:
         raise FastCoderError(f"unknown method(s) {', '.join(bad)}; choose from {', '.join(known)}")
@@ -94,6 +101,12 @@ def make_variants(methods: list[str], *, ablate: bool, max_new_tokens: int, seed
             continue
         if m in ABLATIONS:
             out.append(_ablation(m, max_new_tokens, seed))
+            continue
+        if m in SDPA_METHODS:
+            base = SDPA_METHODS[m]
+            cfg = DecodeConfig(method=base, max_new_tokens=max_new_tokens, seed=seed)
+            out.append(Variant(m, cfg, use_dr=base == "fastcoder", use_dc=base == "fastcoder",
+                               label=f"{base} with PyTorch's SDPA attention in every forward", engine=SDPA_ENGINE))
             continue
         cfg = DecodeConfig(method=m, max_new_tokens=max_new_tokens, seed=seed)
         out.append(Variant(m, cfg, use_dr=(m == "fastcoder"), use_dc=m in ("rest", "fastcoder"), label=m))
