@@ -25,11 +25,11 @@ from fastcoder.verifier import Verifier
 
 class Engine:
     def __init__(self, model, tokenizer, *, name: str = "model", record_margins: bool = False,
-                 explicit_attention: bool | None = None) -> None:
+                 explicit_attention: bool | None = False) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
-        # explicit_attention: None = where probed invariant and faster (Verifier), False = never
+        # explicit_attention: None = where probed invariant and faster (Verifier), False = never (default)
         self.verifier = Verifier(model, record_margins=record_margins, explicit_attention=explicit_attention)
         self.pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="fastcoder-search")
         self._curve: CostCurve | None = None

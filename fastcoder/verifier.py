@@ -389,7 +389,7 @@ class Verifier:
         fold_gqa: bool = True,
         graph_capacity: int = GRAPH_CAPACITY,
         invariant: bool | None = None,
-        explicit_attention: bool | None = None,
+        explicit_attention: bool | None = False,
     ) -> None:
         self.model = model
         # GQA attention that never copies K/V per query head (fastcoder/attention.py);
@@ -432,7 +432,8 @@ class Verifier:
             self.min_rows = 1 if marked is not None else 2
             self.one_row_padded = marked or []
         # the first cache row from which forwards compute attention as two matrix products
-        # (attention.explicit_attention) instead of SDPA; None: never (see _explicit_boundary)
+        # (attention.explicit_attention) instead of SDPA; None: never (see _explicit_boundary;
+        # off by default: measured no faster end to end, docs/BENCHMARKS.md, thirty-third session)
         self.explicit_from: int | None = self._explicit_boundary(explicit_attention)
         # prompt tokens per prefill forward: a cancelled request stops within one chunk
         self.prefill_chunk = PREFILL_CHUNK_CUDA if self.device.type == "cuda" else PREFILL_CHUNK_CPU
@@ -471,7 +472,7 @@ class Verifier:
         """Where forwards switch to :func:`fastcoder.attention.explicit_attention`: the
         first cache row from which a forward whose first query row sits there runs it.
 
-        Batch-invariant steps (the default, ``wanted`` None): from the width
+        ``wanted`` None (auto), with batch-invariant steps: from the width
         :func:`~fastcoder.attention.explicit_consistent_from` finds it invariant from on
         this machine (at least EXPLICIT_MIN_WIDTH columns, where it pays for trees and
         costs a 1-row step little), and only if it is faster than SDPA here
@@ -479,8 +480,11 @@ class Verifier:
         at least EXPLICIT_MIN_GAIN); otherwise never. A forward whose rows straddle the
         boundary runs SDPA (:meth:`prefill` splits its chunks there, a step trusts only
         its rows before it), so a row is computed by the same path whatever computes it.
-        ``wanted`` True without batch-invariant steps: every masked forward (tests);
-        False: never."""
+        ``wanted`` True: as auto without the speed check, and without batch-invariant
+        steps every masked forward (tests). False (the default): never. Off by default
+        because it did not pay end to end: in the CPU suite (2-vCPU AMD EPYC, avx512_bf16)
+        its 16-row steps at 2,048 cached rows cost 63 vs 71 ms, but FastCoder's real steps
+        (mostly 2-8 rows) 44.5 vs 44.3 ms and AR's 1-row steps 36.5 vs 35.6 ms."""
         self.explicit_probe: dict | None = None
         if wanted is False or not self.folded_attention or self.device.type != "cpu":
             return None

@@ -20,10 +20,11 @@ packWeights        ``auto``                     CPU: pack the linear weights for
                                                 and gate/up run as one matmul each). With dtype
                                                 auto the same probe keeps bfloat16 only where it pays
                                                 (fastcoder/matmul.py)
-explicitAttention  ``auto``                     CPU bfloat16: compute attention as two matrix products
+explicitAttention  ``off``                      CPU bfloat16: compute attention as two matrix products
                                                 (float32 scores) from the width where a probe at load
                                                 found it batch-invariant and faster than PyTorch's
-                                                SDPA kernel (auto), or never (off; fastcoder/attention.py)
+                                                SDPA kernel (auto), or never (off: measured no faster
+                                                end to end on this project's CPUs; fastcoder/attention.py)
 method             ``fastcoder``                ar, pld, rest, fastcoder, reuse (the drafter)
 arFallback         true                         run plain AR for a document while its drafter is
                                                 measured slower than AR would have been on the same
@@ -155,7 +156,7 @@ class ServerSettings:
     dtype: str = "auto"
     device: str = "auto"
     pack_weights: str = "auto"
-    explicit_attention: str = "auto"
+    explicit_attention: str = "off"
     method: str = "fastcoder"
     ar_fallback: bool = True
     max_new_tokens: int = 128

@@ -342,7 +342,7 @@ def test_settings_changes_that_reload_the_model():
     assert base.merged({"model": "/tmp/other"}).needs_reload(base)
     assert base.merged({"dtype": "bfloat16"}).needs_reload(base)
     assert base.merged({"packWeights": "off"}).needs_reload(base) and base.pack_weights == "auto"
-    assert base.merged({"explicitAttention": "off"}).needs_reload(base) and base.explicit_attention == "auto"
+    assert base.merged({"explicitAttention": "auto"}).needs_reload(base) and base.explicit_attention == "off"
     assert not base.merged({"maxNewTokens": 5}).needs_reload(base)
 
 

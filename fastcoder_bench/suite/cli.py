@@ -189,11 +189,11 @@ def run(args: argparse.Namespace) -> int:
         from indexer.common import load_common
 
         dc = load_common(args.common, fingerprint=loaded.fingerprint)
-    from fastcoder_bench.suite.variants import SDPA_ENGINE
+    from fastcoder_bench.suite.variants import EXPLICIT_ENGINE
 
     engines = {}
-    if any(v.engine == SDPA_ENGINE for v in variants):  # the same model, SDPA attention in every forward
-        engines[SDPA_ENGINE] = Engine.from_loaded(loaded, record_margins=True, explicit_attention=False)
+    if any(v.engine == EXPLICIT_ENGINE for v in variants):  # the same model, the explicit attention where it pays
+        engines[EXPLICIT_ENGINE] = Engine.from_loaded(loaded, record_margins=True, explicit_attention=None)
     harness = Harness(
         engine, variants, dc, args.max_new_tokens, args.max_prompt_tokens,
         session_mode=args.session, pass_at_1=args.pass_at_1, corpora=dict(corpora), fingerprint=loaded.fingerprint,
@@ -218,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
         machine["steps"] = engine.verifier.graph_status()
         for key, other in engines.items():
             machine[f"cost_curve_{key}"] = _curve_dict(other.cost_curve())
+            machine[f"steps_{key}"] = other.verifier.graph_status()
         log.info("warm-up and cost curve: %.1f s", time.perf_counter() - t0)
         interrupted = _loop(harness, pending, len(tasks), out, append_result, quiet=args.quiet)
     else:
@@ -334,8 +335,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     src.add_argument("--suite", choices=("humaneval", "repo"), help="built-in suite")
     src.add_argument("--tasks", metavar="FILE.jsonl", help="repository tasks from a JSONL file (see the README)")
     p.add_argument("--methods", default="ar,pld,rest,fastcoder", help="comma-separated subset of ar,pld,rest,fastcoder,hf-ar,hf-static,hf-pld (ar is always run; "
-                   "hf-* = transformers' own generate(): plain, static cache, prompt lookup; ar-sdpa, fastcoder-sdpa = "
-                   "the same on a second engine whose attention is PyTorch's SDPA in every forward), and of the --ablate "
+                   "hf-* = transformers' own generate(): plain, static cache, prompt lookup; ar-explicit, fastcoder-explicit = "
+                   "the same on a second engine computing attention as two matrix products where it pays), and of the --ablate "
                    "variants (fastcoder-no-dr, fastcoder-no-dc, fastcoder-no-cache, fastcoder-no-skip, fastcoder-no-context, "
                    "fastcoder-branches, fastcoder-no-agree, fastcoder-no-gate, fastcoder-n2)")
     p.add_argument("--max-new-tokens", type=int, default=512)

@@ -105,3 +105,22 @@ def test_an_ablation_can_be_named_alone_in_methods():
     assert by_name["fastcoder-n2"].use_dr and by_name["fastcoder-n2"].use_dc
     every = [v.name for v in make_variants(methods, ablate=True, max_new_tokens=8)]
     assert every.count("fastcoder-n2") == 1 and "fastcoder-no-cache" in every
+
+
+def test_explicit_attention_methods_run_on_a_second_engine(tiny_model_dir, task_file, common_path, tmp_path: Path):  # noqa: F811
+    """`ar-explicit` / `fastcoder-explicit` are AR and FastCoder on a second engine over
+    the same model whose verifier may compute attention as two matrix products
+    (explicitAttention auto): both run in the same suite run, the report carries that
+    engine's step status (the tiny fp32 model is not batch-invariant: never used there)."""
+    from fastcoder_bench.suite.variants import EXPLICIT_ENGINE, make_variants, parse_methods
+
+    by_name = {v.name: v for v in make_variants(parse_methods("fastcoder,ar-explicit,fastcoder-explicit"), ablate=False,
+                                                max_new_tokens=8)}  # fmt: skip
+    assert by_name["ar-explicit"].config.method == "ar" and by_name["ar-explicit"].engine == EXPLICIT_ENGINE
+    assert by_name["fastcoder-explicit"].use_dr and by_name["fastcoder"].engine == ""
+    out = tmp_path / "suite"
+    argv = _argv(tiny_model_dir, task_file, common_path, out, "--methods", "ar,ar-explicit", "--limit", "1")
+    assert main(["bench", "suite", *argv[1:]]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert set(report["methods"]) == {"ar", "ar-explicit"}
+    assert report["machine"]["steps_explicit"]["mode"] == "eager"
