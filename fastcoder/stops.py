@@ -262,6 +262,40 @@ def block_end(start_indent: int, *, check_first_line: bool = False, single_line:
     return MatcherRule(lambda: _BlockEnd(start_indent, check_first_line))
 
 
+BLOCK_OPENERS = (":", "{", "[", "(")
+"""Line endings after which the next lines belong to the line (a body, a literal's items)."""
+
+
+def opens_block(line: str) -> bool:
+    """Whether ``line`` ends (before a trailing ``#`` / ``//`` comment) with a
+    :data:`BLOCK_OPENERS` character: a Python header, a brace, an open bracket."""
+    code = line.rstrip()
+    for mark in (" #", "\t#", " //"):
+        i = code.find(mark)
+        if i >= 0:
+            code = code[:i].rstrip()
+    return code.endswith(BLOCK_OPENERS)
+
+
+class _FirstLineUnlessOpener(_LineMatcher):
+    def __init__(self, line_prefix: str) -> None:
+        super().__init__()
+        self.line_prefix = line_prefix
+
+    def line_done(self, line: str) -> int | None:
+        if self.index == 0 and not opens_block(self.line_prefix + line):
+            return self.length
+        return None
+
+
+def first_line_unless_opener(line_prefix: str) -> StopRule:
+    """Stop at the first line's end unless that line, after ``line_prefix`` (the cursor's
+    line before the cursor), opens a block (:func:`opens_block`): a suggestion that
+    completes a statement the user is typing ends with it, one that completes a header
+    goes on into its body."""
+    return MatcherRule(lambda: _FirstLineUnlessOpener(line_prefix))
+
+
 class _RunsInto(_LineMatcher):
     def __init__(self, key: str, check_first_line: bool) -> None:
         super().__init__()

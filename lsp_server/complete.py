@@ -711,7 +711,7 @@ class Completer:
         doc.windows = remember_window(doc.windows, ctx.prefix, prompt.prefix_start)
         context_ids = context.ids if context is not None else []
         heal = prompt.heal  # the output starts with it; the suggestion is what follows
-        rules = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines)
+        rules = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines, settings.mid_line_blocks)
         unit = document_indent_unit(ctx.prefix[-20000:] + ctx.suffix[:5000])
         early_s = settings.early_answer_s if ctx.mode == "block" else None
         t_start = time.perf_counter()

@@ -43,6 +43,10 @@ maxBodyTokens      256                          cap for "Generate function body"
 bodyTimeBudgetMs   30000                        time limit for it (null/0: none); a cut body keeps whole lines
 reuseSuggestions   true                         answer from the last suggestion when the user typed
                                                 exactly what it proposed (no model call)
+midLineBlocks      true                         with code before the cursor and none after it, a
+                                                suggestion may run past its line (false: it ends at its
+                                                line unless that line opens a block: ``:``, ``{``, ``[``,
+                                                ``(``)
 earlyAnswerMs      0                            multi-line mode: once this long has passed, answer at the
                                                 next line end with the lines so far (0: at the first line's
                                                 end); the block goes on in the background and is offered as
@@ -169,6 +173,7 @@ class ServerSettings:
     max_body_tokens: int = 256
     body_time_budget_ms: int | None = 30000
     reuse_suggestions: bool = True
+    mid_line_blocks: bool = True
     # 0 since 2026-11-25: in the typing replay (4 files x 150 keys, qwen2.5-coder-0.5b bf16, CPU)
     # 400 ms made the user wait ~460 ms for most model runs (the block was rarely done by then);
     # at 0 the model-run p50 was 200 ms (FastCoder) with the same first lines, and with Tab
@@ -269,7 +274,7 @@ class ServerSettings:
             raise SettingsError(f"file_header must be \"auto\", true or false, got {self.file_header!r}")
         if self.prepare_window != "auto" and not isinstance(self.prepare_window, bool):
             raise SettingsError(f"prepare_window must be \"auto\", true or false, got {self.prepare_window!r}")
-        for name in ("enabled", "reuse_suggestions", "warm_on_open", "warm_at_cursor", "workspace_index", "common_index",
+        for name in ("enabled", "reuse_suggestions", "mid_line_blocks", "warm_on_open", "warm_at_cursor", "workspace_index", "common_index",
                      "dependency_index", "keep_whitespace", "prefetch", "cross_file_context", "ar_fallback"):  # fmt: skip
             if not isinstance(getattr(self, name), bool):
                 raise SettingsError(f"{name} must be true or false, got {getattr(self, name)!r}")

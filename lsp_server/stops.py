@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fastcoder.stops import StopRule, any_of, block_end, indent_of, runs_into
+from fastcoder.stops import StopRule, any_of, block_end, first_line_unless_opener, indent_of, runs_into
 
 TAB_WIDTH = 4
 
@@ -39,16 +39,20 @@ def first_nonblank(lines: Sequence[str]) -> str | None:
     return None
 
 
-def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = ()) -> StopRule:
+def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (), mid_line_blocks: bool = True) -> StopRule:
     """The stop rule for a completion whose cursor line starts with ``line_prefix``
     (a :class:`fastcoder.stops.StopRule`: the engine feeds it only the new text; called
     on a whole text it returns that text's cut).
 
     ``following_lines``: the document lines below the cursor's line.
+    ``mid_line_blocks`` False: in block mode with code before the cursor (completing a
+    statement being typed), the suggestion ends at its first line unless that line opens
+    a block (:func:`fastcoder.stops.first_line_unless_opener`).
     """
     base = indent_width(line_prefix)
     if mode == "line":
         return block_end(base, single_line=True)
     # when only indentation precedes the cursor, the first line is a whole line too
     into = runs_into(first_nonblank(following_lines), check_first_line=not line_prefix.strip())
-    return any_of(block_end(base), into)
+    one_line = first_line_unless_opener(line_prefix) if line_prefix.strip() and not mid_line_blocks else None
+    return any_of(block_end(base), into, one_line)
