@@ -283,7 +283,8 @@ class _FirstLineUnlessOpener(_LineMatcher):
         self.line_prefix = line_prefix
 
     def line_done(self, line: str) -> int | None:
-        if self.index == 0 and not opens_block(self.line_prefix + line):
+        # an empty first line: the cursor's line was complete, the suggestion is the lines below
+        if self.index == 0 and line.strip() and not opens_block(self.line_prefix + line):
             return self.length
         return None
 
@@ -292,7 +293,9 @@ def first_line_unless_opener(line_prefix: str) -> StopRule:
     """Stop at the first line's end unless that line, after ``line_prefix`` (the cursor's
     line before the cursor), opens a block (:func:`opens_block`): a suggestion that
     completes a statement the user is typing ends with it, one that completes a header
-    goes on into its body."""
+    goes on into its body. A suggestion that starts with a line break (the cursor's line
+    was complete: the user paused at its end) is the lines below, judged by the block
+    rules alone."""
     return MatcherRule(lambda: _FirstLineUnlessOpener(line_prefix))
 
 

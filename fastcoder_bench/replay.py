@@ -814,7 +814,7 @@ NO_AGREE = "noagree"  # the draft budget blind to how many sources drafted a nod
 NO_GATE = "nogate"  # every datastore searched at every draft: no source gate (fastcoder/source_weights.py)
 INTERRUPT, NO_INTERRUPT = "interrupt", "nointerrupt"  # a cancelled generation's step stops between layers when a request waits / runs to its end (engine.interruptSteps)
 EXPLICIT, SDPA = "explicit", "sdpa"  # explicitAttention auto / off (attention as two matrix products where it pays, or PyTorch's SDPA kernel: the default)
-NO_MID_BLOCKS = "nomidblocks"  # midLineBlocks false: a suggestion from mid-line ends at its line unless it opens a block
+NO_MID_BLOCKS, MID_BLOCKS = "nomidblocks", "midblocks"  # midLineBlocks false (the default) / true: a suggestion from mid-line ends at its line unless it opens a block / may run on
 NO_HEADER = "noheader"  # no workspace name and document path before the prompt (fileHeader false)
 WINDOW = "window"  # windowN: maxPromptTokens N (the prompt window; windowN+context for both)
 EARLY = "early"  # earlyN: earlyAnswerMs N (block mode: answer with the whole lines so far after N ms)
@@ -829,7 +829,7 @@ def layout_options(layout: str) -> dict[str, Any]:
     context on / off), ``middle`` (on, ``contextPlacement`` before-middle), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
     (``engine.pruneAtLineEnd`` off), ``noagree`` (``engine.sourceAgreement`` off), ``nogate``
     (``engine.sourceGate`` off), ``interrupt`` / ``nointerrupt`` (``engine.interruptSteps`` on / off), ``explicit`` / ``sdpa`` (``explicitAttention`` auto /
-    off), ``nomidblocks`` (``midLineBlocks`` false), ``noheader``
+    off), ``nomidblocks`` / ``midblocks`` (``midLineBlocks`` false / true), ``noheader``
     (``fileHeader`` false), ``nomerge`` (``engine.mergePromptTail`` 0), ``nowarm``
     (``warmAtCursor`` off: the cursor notification is ignored), ``prepare`` / ``noprepare``
     (``prepareWindow`` on / off), ``noprefetch`` (``prefetch`` off), ``nofallback``
@@ -855,8 +855,8 @@ def layout_options(layout: str) -> dict[str, Any]:
             options.setdefault("engine", {})["interruptSteps"] = part == INTERRUPT
         elif part in (EXPLICIT, SDPA):
             options["explicitAttention"] = "auto" if part == EXPLICIT else "off"
-        elif part == NO_MID_BLOCKS:
-            options["midLineBlocks"] = False
+        elif part in (NO_MID_BLOCKS, MID_BLOCKS):
+            options["midLineBlocks"] = part == MID_BLOCKS
         elif part == NO_HEADER:
             options["fileHeader"] = False
         elif part == NO_MERGE:

@@ -43,10 +43,10 @@ maxBodyTokens      256                          cap for "Generate function body"
 bodyTimeBudgetMs   30000                        time limit for it (null/0: none); a cut body keeps whole lines
 reuseSuggestions   true                         answer from the last suggestion when the user typed
                                                 exactly what it proposed (no model call)
-midLineBlocks      true                         with code before the cursor and none after it, a
-                                                suggestion may run past its line (false: it ends at its
-                                                line unless that line opens a block: ``:``, ``{``, ``[``,
-                                                ``(``)
+midLineBlocks      false                        with code before the cursor and none after it, the
+                                                suggestion ends at its line unless that line opens a block
+                                                (ends with ``:``, ``{``, ``[``, ``(``); true: it may run on
+                                                past its line as on an empty line
 earlyAnswerMs      0                            multi-line mode: once this long has passed, answer at the
                                                 next line end with the lines so far (0: at the first line's
                                                 end); the block goes on in the background and is offered as
@@ -173,7 +173,11 @@ class ServerSettings:
     max_body_tokens: int = 256
     body_time_budget_ms: int | None = 30000
     reuse_suggestions: bool = True
-    mid_line_blocks: bool = True
+    # false since 2026-11-27 (thirty-third session): typing replay model-run p50 169 vs 211 ms
+    # (FastCoder, one run), live typing the same latency (211 vs 215 ms where the model ran),
+    # pause suggestions matching what was typed next 31% vs 28%, model-thread time 0.39 vs 0.48
+    # s per typed s (docs/bench/midline-s33)
+    mid_line_blocks: bool = False
     # 0 since 2026-11-25: in the typing replay (4 files x 150 keys, qwen2.5-coder-0.5b bf16, CPU)
     # 400 ms made the user wait ~460 ms for most model runs (the block was rarely done by then);
     # at 0 the model-run p50 was 200 ms (FastCoder) with the same first lines, and with Tab

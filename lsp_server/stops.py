@@ -39,15 +39,16 @@ def first_nonblank(lines: Sequence[str]) -> str | None:
     return None
 
 
-def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (), mid_line_blocks: bool = True) -> StopRule:
+def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (), mid_line_blocks: bool = False) -> StopRule:
     """The stop rule for a completion whose cursor line starts with ``line_prefix``
     (a :class:`fastcoder.stops.StopRule`: the engine feeds it only the new text; called
     on a whole text it returns that text's cut).
 
     ``following_lines``: the document lines below the cursor's line.
-    ``mid_line_blocks`` False: in block mode with code before the cursor (completing a
-    statement being typed), the suggestion ends at its first line unless that line opens
-    a block (:func:`fastcoder.stops.first_line_unless_opener`).
+    ``mid_line_blocks`` False (the server's default, ``midLineBlocks``): in block mode
+    with code before the cursor (completing a statement being typed), the suggestion ends
+    at its first line unless that line opens a block
+    (:func:`fastcoder.stops.first_line_unless_opener`); True: the block rules alone.
     """
     base = indent_width(line_prefix)
     if mode == "line":

@@ -140,15 +140,16 @@ def test_generation_running_into_the_code_below_stops():
 
 
 def test_a_mid_line_suggestion_ends_at_its_line_unless_it_opens_a_block():
-    """``midLineBlocks`` false: with code before the cursor (a statement being typed) the
+    """``midLineBlocks`` false (the default): with code before the cursor (a statement being typed) the
     suggestion ends with its line; a line that opens a block (a header, a brace, an open
-    bracket, a trailing comment after it) goes on into its body; an empty line's
+    bracket, a trailing comment after it) goes on into its body, one that starts with a
+    line break (the cursor at the end of a complete line) is a block; an empty line's
     suggestion (only indentation before the cursor) is a block as before; true keeps
     the block rule alone."""
     following = ["", "", "def first(items: Sequence[T]) -> T:"]
     text = "*\nfrom collections import *"
-    assert make_stop_fn("block", "from typing import ", following, mid_line_blocks=False)(text) == 1
-    assert make_stop_fn("block", "from typing import ", following)(text) is None  # the default: the block rule only
+    assert make_stop_fn("block", "from typing import ", following)(text) == 1  # the default
+    assert make_stop_fn("block", "from typing import ", following, mid_line_blocks=True)(text) is None  # the block rule only
     assert make_stop_fn("block", "    total = ", mid_line_blocks=False)("sum(xs)\n    return total") == len("sum(xs)")
     for prefix, body in (("def area", "(self) -> float:\n        return 1.0\n"),
                          ("    for x in", " items:  # each\n        print(x)\n"),
@@ -157,6 +158,8 @@ def test_a_mid_line_suggestion_ends_at_its_line_unless_it_opens_a_block():
                          ("    call(", "\n        a,\n")):  # fmt: skip
         assert make_stop_fn("block", prefix, mid_line_blocks=False)(body) is None, prefix
     assert make_stop_fn("block", "    ", mid_line_blocks=False)("x = 1\n    return x") is None
+    # at the end of a complete line the suggestion is the next lines (it starts with a break)
+    assert make_stop_fn("block", "    config = read(path)")("\n    run(config)\n    log(config)") is None
     assert make_stop_fn("line", "    x = foo(", mid_line_blocks=False)("a, b\n    y = 2") == 4
 
 

@@ -346,7 +346,7 @@ def test_layout_names_become_server_options():
     assert layout_options("noheader+nocontext") == {"fileHeader": False, "crossFileContext": False}
     assert layout_options("nowarm") == {"warmAtCursor": False}
     assert layout_options("nointerrupt") == {"engine": {"interruptSteps": False}}
-    assert layout_options("nomidblocks") == {"midLineBlocks": False}
+    assert layout_options("nomidblocks") == {"midLineBlocks": False} and layout_options("midblocks") == {"midLineBlocks": True}
     assert layout_options("sdpa") == {"explicitAttention": "off"} and layout_options("explicit") == {"explicitAttention": "auto"}
     assert layout_options("interrupt") == {"engine": {"interruptSteps": True}}
     assert layout_options("window1024+early150") == {"maxPromptTokens": 1024, "earlyAnswerMs": 150}

@@ -14,10 +14,12 @@ cursor, an attribute) or 4 (blocks with code below: between two functions, befor
 an else branch, a call's next argument, a test body, an except clause, a JS object, a docstring's
 Args, after a TODO, inside a loop) or 5 (C, Java, Lua, shell, Ruby, PHP, Kotlin, C++, C#, Swift) or
 6 (type hints, a dataclass field, SQL in a string, HTML, CSS, YAML, JSON, an async with, a
-closing f-string, a typing import with the names used below). Each line:
+closing f-string, a typing import with the names used below). Settings beyond those below
+from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
 """
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -28,7 +30,9 @@ BATCH = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 
 ws = Path(tempfile.mkdtemp(prefix="fastcoder-user-"))
 cl = StdioClient(server_command("qwen2.5-coder-0.5b", dtype="auto"), ws / "server.log")
-cl.initialize(ws, {"debounceMs": 0, "prefetch": False, "warmAtCursor": False, "earlyAnswerMs": None})
+# more settings from the environment, e.g. USER_FLOWS_OPTIONS='{"midLineBlocks": false}'
+cl.initialize(ws, {"debounceMs": 0, "prefetch": False, "warmAtCursor": False, "earlyAnswerMs": None,
+                   **json.loads(os.environ.get("USER_FLOWS_OPTIONS", "{}"))})
 cl.wait_status("ready", 300)
 
 MODULE = '''import json
