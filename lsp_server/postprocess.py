@@ -29,14 +29,12 @@ from __future__ import annotations
 import re
 
 from lsp_server.prompt import AUTO_CLOSERS, CursorContext
-from lsp_server.stops import TAB_WIDTH, indent_width
+from lsp_server.stops import LINE_COMMENTS, TAB_WIDTH, indent_width
 
 CLOSERS = set(")]}>\"'`;:,")
 
 FOREIGN_SCRIPT = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff01-\uff60]")
 """CJK: kana, ideographs, hangul, full-width punctuation."""
-LINE_COMMENTS = ("#", "//", "--", ";")
-"""Line comment markers of the languages served (a line starting with one is a comment)."""
 
 
 def trim_overlap(text: str, rest: str) -> str:

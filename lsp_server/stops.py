@@ -25,6 +25,9 @@ from typing import Sequence
 from fastcoder.stops import StopRule, any_of, block_end, first_line_unless_opener, indent_of, runs_into
 
 TAB_WIDTH = 4
+LINE_COMMENTS = ("#", "//", "--", ";")
+"""Line comment markers of the languages served (a line starting with one is a comment)."""
+DOC_QUOTES = ('"""', "'''", "/*")
 
 
 def indent_width(line: str) -> int:
@@ -48,12 +51,17 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     ``mid_line_blocks`` False (the server's default, ``midLineBlocks``): in block mode
     with code before the cursor (completing a statement being typed), the suggestion ends
     at its first line unless that line opens a block
-    (:func:`fastcoder.stops.first_line_unless_opener`); True: the block rules alone.
+    (:func:`fastcoder.stops.first_line_unless_opener`); True: the block rules alone. A
+    comment or a docstring being typed (the line starts with a comment marker or holds
+    an opening triple quote or ``/*``) is not a statement: what follows it is the code
+    it describes, and the block rules alone apply.
     """
     base = indent_width(line_prefix)
     if mode == "line":
         return block_end(base, single_line=True)
     # when only indentation precedes the cursor, the first line is a whole line too
     into = runs_into(first_nonblank(following_lines), check_first_line=not line_prefix.strip())
-    one_line = first_line_unless_opener(line_prefix) if line_prefix.strip() and not mid_line_blocks else None
+    stripped = line_prefix.strip()
+    statement = stripped and not stripped.startswith(LINE_COMMENTS) and not any(q in stripped for q in DOC_QUOTES)
+    one_line = first_line_unless_opener(line_prefix) if statement and not mid_line_blocks else None
     return any_of(block_end(base), into, one_line)

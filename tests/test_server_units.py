@@ -158,6 +158,9 @@ def test_a_mid_line_suggestion_ends_at_its_line_unless_it_opens_a_block():
                          ("    call(", "\n        a,\n")):  # fmt: skip
         assert make_stop_fn("block", prefix, mid_line_blocks=False)(body) is None, prefix
     assert make_stop_fn("block", "    ", mid_line_blocks=False)("x = 1\n    return x") is None
+    # a comment or a docstring being typed: what follows is the code it describes
+    for prefix in ("    # return the arithmetic mean of ", '    """Return x limited to ', "  // clamp x to "):
+        assert make_stop_fn("block", prefix)("the values\n    return sum(values) / len(values)") is None, prefix
     # at the end of a complete line the suggestion is the next lines (it starts with a break)
     assert make_stop_fn("block", "    config = read(path)")("\n    run(config)\n    log(config)") is None
     assert make_stop_fn("line", "    x = foo(", mid_line_blocks=False)("a, b\n    y = 2") == 4
