@@ -97,9 +97,13 @@ def test_chains_prefill_and_ar_steps_give_the_same_bits(qwen_shaped, ctx):
 def test_fastcoder_bf16_output_is_ar_output(qwen_shaped, tiny_tokenizer):
     """Whole generations with drafts from the AR output itself (mutated): FastCoder and
     PLD commit exactly AR's tokens in bf16."""
-    engine = Engine(qwen_shaped, tiny_tokenizer, name="qwen-shaped-bf16")
-    rng = random.Random(7)
-    for ctx in (200, 530):
+    _assert_drafted_output_is_ar(Engine(qwen_shaped, tiny_tokenizer, name="qwen-shaped-bf16"), random.Random(7), (200, 530))
+
+
+def _assert_drafted_output_is_ar(engine: Engine, rng: random.Random, contexts) -> None:
+    """For random prompts of each length: AR's 40 tokens, then PLD and FastCoder drafting
+    from a mutated copy of them commit exactly those tokens, in fewer steps."""
+    for ctx in contexts:
         prompt = [rng.randrange(4, 600) for _ in range(ctx)]
         ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=40)).tokens
         buffers = NgramIndex(key_len=2)
@@ -107,7 +111,7 @@ def test_fastcoder_bf16_output_is_ar_output(qwen_shaped, tiny_tokenizer):
         for method in ("pld", "fastcoder"):
             gen = engine.generate(prompt, DecodeConfig(method=method, max_new_tokens=40),
                                   sources=Sources(buffers=buffers), reference=ar[5:])  # fmt: skip
-            assert gen.tokens == ar, method
+            assert gen.tokens == ar, (ctx, method)
             assert gen.stats.forward_steps < len(ar)  # drafts were accepted: tree buckets ran
 
 
@@ -295,16 +299,7 @@ def test_fastcoder_bf16_output_is_ar_output_across_the_explicit_boundary(qwen_sh
     engine.verifier = _explicit(qwen_shaped)
     edge = engine.verifier.explicit_from
     rng = random.Random(11)
-    for ctx in (edge - 20, edge + 500):
-        prompt = [rng.randrange(4, 600) for _ in range(ctx)]
-        ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=40)).tokens
-        buffers = NgramIndex(key_len=2)
-        buffers.add(prompt[-50:] + ar[:10] + [rng.randrange(4, 600)] + ar[11:30])
-        for method in ("pld", "fastcoder"):
-            gen = engine.generate(prompt, DecodeConfig(method=method, max_new_tokens=40),
-                                  sources=Sources(buffers=buffers), reference=ar[5:])  # fmt: skip
-            assert gen.tokens == ar, (ctx, method)
-            assert gen.stats.forward_steps < len(ar)
+    _assert_drafted_output_is_ar(engine, rng, (edge - 20, edge + 500))
     # a session holding a prompt that ends 3 rows before the boundary, then the same
     # prompt and 5 more tokens (a tail the first step would otherwise merge)
     prompt = [rng.randrange(4, 600) for _ in range(edge - 3)]
