@@ -113,7 +113,7 @@ class ModelHost:
         return self.state == "ready" and self.engine is not None
 
     # ------------------------------------------------------------------ loading
-    def load(self, spec: str, dtype: str, device: str, pack: str = "auto", explicit: str = "auto") -> Future:
+    def load(self, spec: str, dtype: str, device: str, pack: str = "auto", explicit: str = "off") -> Future:
         """Load ``spec`` in the model thread (after whatever runs there now). A newer
         load request makes an older queued one a no-op."""
         self._load_seq += 1
@@ -123,7 +123,7 @@ class ModelHost:
         self._on_status("loading", self.message)
         return self._executor.submit(self._load, seq, spec, dtype, device, pack, explicit)
 
-    def _load(self, seq: int, spec: str, dtype: str, device: str, pack: str = "auto", explicit: str = "auto") -> None:
+    def _load(self, seq: int, spec: str, dtype: str, device: str, pack: str = "auto", explicit: str = "off") -> None:
         if seq != self._load_seq:
             return
         from fastcoder.models import load_model

@@ -45,7 +45,9 @@ reuseSuggestions   true                         answer from the last suggestion 
                                                 exactly what it proposed (no model call)
 midLineBlocks      false                        with code before the cursor and none after it, the
                                                 suggestion ends at its line unless that line opens a block
-                                                (ends with ``:``, ``{``, ``[``, ``(``); true: it may run on
+                                                (ends with ``:``, ``{``, ``[``, ``(``); a comment or
+                                                docstring being typed, and a suggestion that starts with
+                                                a line break, keep the block rules; true: it may run on
                                                 past its line as on an empty line
 earlyAnswerMs      0                            multi-line mode: once this long has passed, answer at the
                                                 next line end with the lines so far (0: at the first line's

@@ -39,6 +39,8 @@ export interface FastCoderSettings {
     debounceMs: number | 'auto';
     /** Compute the suggestion after accepting the shown one in the background. */
     prefetch: boolean;
+    /** A statement being typed may be completed past its line (false: to its line end unless the line opens a block). */
+    midLineBlocks: boolean;
     /** Where the cursor rests, prepare the suggestion in the background (the client reports the place). */
     warmAtCursor: boolean;
     /** Put other workspace files (definitions, open documents) in the prompt. */
@@ -64,6 +66,7 @@ export const DEFAULTS: FastCoderSettings = {
     promptLayout: 'anchored',
     debounceMs: 'auto',
     prefetch: true,
+    midLineBlocks: false,
     warmAtCursor: true,
     crossFileContext: false,
     fileHeader: 'auto',
@@ -85,6 +88,7 @@ export interface InitOptions {
     promptLayout: string;
     debounceMs: number | 'auto';
     prefetch: boolean;
+    midLineBlocks: boolean;
     warmAtCursor: boolean;
     crossFileContext: boolean;
     fileHeader: 'auto' | boolean;
@@ -134,6 +138,7 @@ export function normalizeSettings(raw: Partial<Record<keyof FastCoderSettings, u
         promptLayout: pick(raw.promptLayout, LAYOUTS, 'anchored'),
         debounceMs: debounce(raw.debounceMs),
         prefetch: typeof raw.prefetch === 'boolean' ? raw.prefetch : DEFAULTS.prefetch,
+        midLineBlocks: typeof raw.midLineBlocks === 'boolean' ? raw.midLineBlocks : DEFAULTS.midLineBlocks,
         warmAtCursor: typeof raw.warmAtCursor === 'boolean' ? raw.warmAtCursor : DEFAULTS.warmAtCursor,
         crossFileContext:
             typeof raw.crossFileContext === 'boolean' ? raw.crossFileContext : DEFAULTS.crossFileContext,
@@ -156,6 +161,7 @@ export function toInitOptions(settings: FastCoderSettings): InitOptions {
         promptLayout: settings.promptLayout,
         debounceMs: settings.debounceMs,
         prefetch: settings.prefetch,
+        midLineBlocks: settings.midLineBlocks,
         warmAtCursor: settings.warmAtCursor,
         crossFileContext: settings.crossFileContext,
         fileHeader: settings.fileHeader,

@@ -140,6 +140,7 @@ describe('activate', () => {
             promptLayout: 'anchored',
             debounceMs: 'auto',
             prefetch: true,
+            midLineBlocks: false,
             warmAtCursor: true,
             crossFileContext: false,
             fileHeader: 'auto',
