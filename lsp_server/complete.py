@@ -722,7 +722,7 @@ class Completer:
         def early(text: str) -> None:
             """Block mode, after ``earlyAnswerMs``: answer with the whole lines so far."""
             nonlocal published
-            lines = finalize(text, ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace)
+            lines = finalize(text, ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace, language=doc.language_id)
             if lines and not published:  # answer with them now
                 published = True
                 answered_at.append(time.perf_counter())
@@ -787,4 +787,4 @@ class Completer:
         text = gen.text[len(heal) :]
         if gen.stats.stop_reason in ("time_budget", "max_new_tokens") and ctx.mode == "block":
             text = drop_partial_line(text)
-        return finalize(text, ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace), gen.stats
+        return finalize(text, ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace, language=doc.language_id), gen.stats

@@ -158,6 +158,18 @@ def drop_open_header(text: str, ctx: CursorContext) -> str:
     return "\n".join(keep) if "".join(keep).strip() else text
 
 
+def drop_trailing_comma(text: str, ctx: CursorContext) -> str:
+    """``text`` (a block suggestion in a JSON document) without a comma ending its last
+    line when the document's next line closes the object or array (``}`` / ``]``): JSON
+    allows no trailing comma (a ``package.json`` suggestion ended in ``},`` right above the
+    document's ``}``)."""
+    nxt = next((ln.strip() for ln in ctx.following_lines if ln.strip()), None)
+    body = text.rstrip()
+    if nxt is None or not nxt.startswith(("}", "]")) or not body.endswith(","):
+        return text
+    return body[:-1]
+
+
 def cut_before_exit(text: str, ctx: CursorContext) -> str:
     """``text`` (a block suggestion on an empty line) up to its first line that leaves the
     block (``return``, ``raise``, ...) at the cursor's indentation, when the next code line
@@ -251,8 +263,10 @@ def drop_foreign_script(text: str, ctx: CursorContext) -> str:
     return "\n".join(kept)
 
 
-def finalize(text: str, ctx: CursorContext, *, indent_unit: str | None = None, keep_whitespace: bool = False) -> str:
-    """The suggestion to show for generated ``text`` at ``ctx`` ("" for none)."""
+def finalize(text: str, ctx: CursorContext, *, indent_unit: str | None = None, keep_whitespace: bool = False,
+             language: str | None = None) -> str:
+    """The suggestion to show for generated ``text`` at ``ctx`` ("" for none); ``language``:
+    the document's language id (the editor's)."""
     raw = text = text.replace("\r\n", "\n")
     lead = text.lstrip(" \t\n")
     if ctx.at_indentation and "\n" in text[: len(text) - len(lead)] and text.lstrip("\n").startswith(ctx.line_prefix):
@@ -280,6 +294,8 @@ def finalize(text: str, ctx: CursorContext, *, indent_unit: str | None = None, k
         text = drop_repeated_lines(text, ctx.following_lines)
         text = cut_before_exit(text, ctx)
         text = drop_open_header(text, ctx)
+        if language == "json":
+            text = drop_trailing_comma(text, ctx)
         if ctx.at_indentation:
             nxt = next((ln for ln in ctx.following_lines if ln.strip()), None)
             if nxt is not None and "\n" not in text.strip() and starts_line(nxt.strip(), text.strip()):

@@ -500,3 +500,18 @@ def test_a_block_suggestion_never_ends_with_a_header_without_its_body():
     assert finalize("if path:\n        x = 1\n    else:", body) == "if path:\n        x = 1"  # an if stands alone
     tried = "try:\n        data = read(path)\n    except OSError:"
     assert finalize(tried, body) == tried  # the try is the first line: nothing else would be left
+
+
+def test_a_json_suggestion_never_leaves_a_trailing_comma_before_the_closer():
+    """In a JSON document a block suggestion's last line loses its comma when the
+    document's next line closes the object or array; not when more entries follow, and
+    not in other languages (a trailing comma is valid in Python or JavaScript)."""
+    ctx = ctx_at('{\n  "name": "app",\n  |\n}\n')
+    text = '"license": "MIT",\n  "dependencies": {\n    "express": "^4.17.1"\n  },'
+    assert finalize(text, ctx, language="json") == text[:-1]
+    assert finalize('"license": "MIT",', ctx, language="json") == '"license": "MIT"'
+    assert finalize(text, ctx, language="javascript") == text
+    more = ctx_at('{\n  "name": "app",\n  |\n  "version": "1.0.0"\n}\n')
+    assert finalize('"license": "MIT",', more, language="json") == '"license": "MIT",'
+    array = ctx_at('[\n  1,\n  |\n]\n')
+    assert finalize("2,\n  3,", array, language="json") == "2,\n  3"
