@@ -388,7 +388,8 @@ def generate_body(
         ),
         session=Session(settings.engine, gate_parent),
         sources=sources,
-        stop_fn=make_stop_fn("block", ctx.line_prefix, ctx.following_lines),
+        # a whole body: the typing-time rule that ends a statement at its line does not apply
+        stop_fn=make_stop_fn("block", ctx.line_prefix, ctx.following_lines, mid_line_blocks=True),
         cancel=cancel,
     )
     if gen.cancelled:
