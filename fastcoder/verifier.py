@@ -431,16 +431,16 @@ class Verifier:
             marked = matmul.mark_one_row_rounding(model)
             self.min_rows = 1 if marked is not None else 2
             self.one_row_padded = marked or []
-        # the first cache row from which forwards compute attention as two matrix products
-        # (attention.explicit_attention) instead of SDPA; None: never (see _explicit_boundary;
-        # off by default: measured no faster end to end, docs/BENCHMARKS.md, thirty-third session)
-        self.explicit_from: int | None = self._explicit_boundary(explicit_attention)
         # prompt tokens per prefill forward: a cancelled request stops within one chunk
         self.prefill_chunk = PREFILL_CHUNK_CUDA if self.device.type == "cuda" else PREFILL_CHUNK_CPU
         # eager steps run the rows they have, graphs and compiled steps a bucket's (fixed
         # shapes); query heads per KV head in the attention kernel's rows (attention_rows)
         self.padded = self.use_graphs or bool(compile)
         self._groups = attention.groups(model) if self.folded_attention else 1
+        # the first cache row from which forwards compute attention as two matrix products
+        # (attention.explicit_attention) instead of SDPA; None: never (see _explicit_boundary;
+        # off by default: measured no faster end to end, docs/BENCHMARKS.md, thirty-third session)
+        self.explicit_from: int | None = self._explicit_boundary(explicit_attention)
         bmax = self.buckets[-1] + MIN_Q_TAIL  # room for attention_rows' padding
         # the one host->device copy per step: ids | parent rows | depths | past
         pin = self.device.type == "cuda"
@@ -494,23 +494,20 @@ class Verifier:
         heads = cfg.num_attention_heads
         kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
-        first = attention_rows(self.min_rows, self._groups_of()) * self._groups_of()
-        key = (kv_heads, head_dim, self._groups_of(), first, self.dtype, torch.get_num_threads())
+        first = attention_rows(self.min_rows, self._groups) * self._groups
+        key = (kv_heads, head_dim, self._groups, first, self.dtype, torch.get_num_threads())
         found = _EXPLICIT_PROBES.get(key)
         if found is None:  # the speed first: no probe where it does not pay
-            sdpa_s, explicit_s = attention.explicit_speed(kv_heads, head_dim, self._groups_of(), self.dtype)
+            sdpa_s, explicit_s = attention.explicit_speed(kv_heads, head_dim, self._groups, self.dtype)
             width = None
             if wanted or explicit_s <= EXPLICIT_MIN_GAIN * sdpa_s:
-                width = attention.explicit_consistent_from(kv_heads, head_dim, self._groups_of(), self.dtype, first_rows=first)
+                width = attention.explicit_consistent_from(kv_heads, head_dim, self._groups, self.dtype, first_rows=first)
             found = _EXPLICIT_PROBES[key] = (width, sdpa_s, explicit_s)
         width, sdpa_s, explicit_s = found
         self.explicit_probe = {"consistent_from": width, "sdpa_ms": round(1e3 * sdpa_s, 3), "explicit_ms": round(1e3 * explicit_s, 3)}
         if width is None or (not wanted and explicit_s > EXPLICIT_MIN_GAIN * sdpa_s):
             return None
         return max(width, EXPLICIT_MIN_WIDTH) - WIDTH_ALIGN
-
-    def _groups_of(self) -> int:
-        return attention.groups(self.model) if self.folded_attention else 1
 
     def _explicit_here(self, first_row: int) -> bool:
         """Whether a forward whose first query row is cache row ``first_row`` runs the
