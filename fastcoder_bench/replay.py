@@ -9,7 +9,13 @@ simulated clock:
 * inter-key gaps are drawn (seeded) from a log-normal around 130 ms, with longer
   pauses after word boundaries and at the start of a line;
 * the editor auto-indents after Enter (the next line's indentation arrives with the
-  newline) and auto-closes ``()[]{}`` (typing the closer later steps over it);
+  newline) and auto-closes ``()[]{}`` (typing the closer later steps over it); Enter right
+  after an opener whose closer it auto-inserted splits the brackets as VS Code does
+  (its ``IndentOutdent`` rule): the closer goes to a line of its own below the cursor, so
+  the arguments' lines have nothing right of the cursor, and the user later moves down
+  onto that line instead of typing it. It does so where the body's own closer starts a
+  line at that indentation (black's layout); ``foo(\n    a, b)`` keeps the closer right
+  of the cursor, as before (an editor would split it and the user join it back);
 * a request (``textDocument/inlineCompletion``) fires only when 150 ms pass without
   typing (debounce). The benchmark waits for each answer (real time) before typing on.
   The server cannot see the simulated clock, so its own debounce is off
@@ -218,21 +224,84 @@ class Key:
     right: str = ""  # auto-inserted closers right of the cursor after the key, nearest first
 
 
-def _script(body: str, start: int = 0, right: str = "", autoclose: bool = True) -> list[Key]:
-    """``body[start:]`` as editor events (gaps 0), with the auto-closers ``right``
-    already right of the cursor: characters, Enter + auto-indent, auto-closed brackets
-    (typing a closer that is the nearest pending one steps over it)."""
+def _units(right: str) -> list[str]:
+    """The text right of the cursor as the script's pending units, nearest first: a
+    closer, or a split (a line break and the indentation of the closers' own line)."""
+    units: list[str] = []
+    i = 0
+    while i < len(right):
+        j = i + 1
+        if right[i] == "\n":
+            while j < len(right) and right[j] in " \t":
+                j += 1
+        units.append(right[i:j])
+        i = j
+    return units
+
+
+def _split(body: str, i: int, pending: list[str], keys: list[Key]) -> str:
+    """The split that Enter at ``body[i]`` makes (``"\\n" + indentation``), or ``""``.
+
+    VS Code's Enter between an opener and the closer right after it puts the closer
+    (and the rest of the line) on a new line at the opener line's indentation, the
+    cursor on an indented line between. Modelled where the key before typed that opener
+    (so its closer is ``pending[0]``, auto-inserted) and the body's matching closer starts
+    a later line at that indentation, where the user moves down to it."""
+    if i == 0 or not keys or not pending:
+        return ""
+    opener = body[i - 1]
+    if opener not in CLOSERS or keys[-1].at != i - 1 or keys[-1].insert != opener + CLOSERS[opener] or pending[0] != CLOSERS[opener]:
+        return ""
+    depth = 0
+    for p in range(i, len(body)):
+        if body[p] in CLOSERS:
+            depth += 1
+        elif body[p] in CLOSERS.values():
+            if depth == 0:
+                break
+            depth -= 1
+    else:
+        return ""
+    if body[p] != pending[0]:
+        return ""
+    line = body.rfind("\n", 0, p) + 1
+    indent = body[line:p]
+    if line <= i or indent.strip(" \t"):
+        return ""
+    nl = body.rfind("\n", 0, i - 1)
+    if nl >= 0:  # the opener's line is in the body: the split takes its indentation
+        text = body[nl + 1 : i]
+        if text[: len(text) - len(text.lstrip(" \t"))] != indent:
+            return ""
+    return "\n" + indent
+
+
+def _script(body: str, start: int = 0, right: str = "", autoclose: bool = True, stop: int | None = None) -> list[Key]:
+    """``body[start:stop]`` as editor events (gaps 0), with ``right`` (auto-closers and
+    splits, :func:`_units`) already right of the cursor: characters, Enter +
+    auto-indent, auto-closed brackets (typing a closer that is the nearest pending one
+    steps over it), Enter between an opener and its auto-closer splitting them
+    (:func:`_split`; the body's whole text is read for it, not only up to ``stop``)."""
     keys: list[Key] = []
-    pending = list(right)  # auto-inserted closers right of the cursor, nearest first
+    pending = _units(right)  # auto-inserted closers (and splits) right of the cursor, nearest first
+    end = len(body) if stop is None else stop
     i = start
-    while i < len(body):
+    while i < end:
         c = body[i]
         if c == "\n":
             j = i + 1
-            while j < len(body) and body[j] in " \t":
+            while j < end and body[j] in " \t":
                 j += 1
             chunk = body[i:j]  # Enter: the editor puts the indentation there too
-            keys.append(Key(chunk, chunk, len(chunk), 0.0, i, "".join(pending)))
+            if pending and pending[0] == chunk and len(pending) > 1 and body.startswith(pending[1], j):
+                pending.pop(0)  # the closers' own line (a split): the user moves down onto it
+                keys.append(Key(chunk, "", len(chunk), 0.0, i, "".join(pending)))
+                i = j
+                continue
+            split = _split(body, i, pending, keys) if autoclose else ""
+            if split:
+                pending.insert(0, split)
+            keys.append(Key(chunk, chunk + split, len(chunk), 0.0, i, "".join(pending)))
             i = j
             continue
         if pending and c == pending[0]:
@@ -268,7 +337,7 @@ def keystrokes(body: str, rng: random.Random, autoclose: bool = True) -> list[Ke
 def closers_after(body: str, start: int, stop: int, right: str, autoclose: bool = True) -> str:
     """The auto-closers right of the cursor after the script types ``body[start:stop]``
     with ``right`` pending."""
-    keys = _script(body[:stop], start, right, autoclose)
+    keys = _script(body, start, right, autoclose, stop)
     return keys[-1].right if keys else right
 
 

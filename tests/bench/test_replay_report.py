@@ -240,6 +240,68 @@ def test_keystrokes_track_the_auto_closers_right_of_the_cursor():
         assert buf == buffer_of("B", body, typed, k.right, "A")
 
 
+def replay_keys(buf, cur, keys, before, body, after):
+    for k in keys:
+        buf = buf[:cur] + k.insert + buf[cur:]
+        cur += k.cursor_after
+        assert buf == buffer_of(before, body, k.at + len(k.typed), k.right, after)
+    return buf, cur
+
+
+def test_enter_between_brackets_splits_them_as_vs_code_does():
+    """Enter right after an auto-closed opener puts the closer on a line of its own (VS
+    Code's IndentOutdent): the argument lines have nothing right of the cursor, and the
+    user moves down onto the closer's line instead of typing it."""
+    from fastcoder_bench.replay import _script
+
+    body = "return self.request(\n        url,\n        params=params,\n    )\n"
+    keys = _script(body)
+    enters = [k for k in keys if k.typed.startswith("\n")]
+    assert enters[0].insert == "\n        " + "\n    " and enters[0].cursor_after == len("\n        ")
+    assert [k.right for k in enters] == ["\n    )", "\n    )", ")", ""]
+    assert enters[2].typed == "\n    " and enters[2].insert == ""  # onto the closer's line
+    closer = next(k for k in keys if k.typed == ")")
+    assert closer.insert == "" and closer.right == ""
+    buf, _ = replay_keys("B" + "A", 1, keys, "B", body, "A")
+    assert buf == "B" + body + "A"
+    # nested: the rest of the line goes down with the closer
+    body = "x = f(g(\n    1\n))\n"
+    keys = _script(body)
+    assert [k.right for k in keys if k.typed.startswith("\n")][0] == "\n))"
+    assert replay_keys("", 0, keys, "", body, "")[0] == body
+
+
+def test_enter_keeps_the_closer_where_the_body_does_not_split():
+    """A closer the body writes at the end of an argument line (or at another
+    indentation) stays right of the cursor, as before the split was modelled."""
+    from fastcoder_bench.replay import _script
+
+    for body in ("x = f(\n    a, b)\ny = 1\n", "if a:\n    x = f(\n        a,\n)\n", "x = f(a,\n      b)\n"):
+        keys = _script(body)
+        assert all(k.insert == k.typed for k in keys if k.typed.startswith("\n")), body
+        assert replay_keys("", 0, keys, "", body, "")[0] == body
+
+
+def test_accept_the_next_argument_line_above_a_split_closer():
+    from fastcoder_bench.replay import closers_after, plan_accept, rest_keys
+
+    before, after = "async def head(self, url):\n    ", "\n"
+    body = "return self.request(\n        url,\n        params=params,\n    )\n"
+    typed = body.index("url,") + len("url,")
+    right = closers_after(body, 0, typed, "")
+    assert right == "\n    )"
+    buf = buffer_of(before, body, typed, right, after)
+    cursor = len(before) + typed
+    plan, why = plan_accept(body, typed, right, buf, cursor, "\n        params=params,")
+    assert why == "" and plan.right == right
+    new = buf[: plan.start] + plan.insert + buf[plan.end :]
+    new, _ = replay_keys(new, plan.start + len(plan.insert), rest_keys(body, plan.at, plan.right, script=[], seed=0),
+                         before, body, after)  # fmt: skip
+    assert new == before + body + after
+    # the same lines with the closer: accepting would leave a second ")" below
+    assert plan_accept(body, typed, right, buf, cursor, "\n        params=params,\n    )")[1] == "closers"
+
+
 def test_accept_a_suggestion_trimmed_before_the_auto_closed_paren():
     from fastcoder_bench.replay import plan_accept, rest_keys
 
