@@ -64,6 +64,13 @@ class DecodeConfig:
     """The draft budget's acceptance model tells nodes that several sources drafted from
     those one source drafted (``budget.AcceptanceModel``). False only to measure what it
     gives."""
+    step_calibration: bool = True
+    """The draft budget prices trees by the verify steps this process has timed, not by
+    the cost curve alone: the curve's 1-row cost and its extra cost per tree row are each
+    scaled by what the steps measured (:class:`fastcoder.budget.StepCalibration`). In the
+    language server the steps share the CPU with its own threads and the editor, and a
+    tree's rows cost more against a 1-row step than in the quiet process that measured
+    the curve. The output does not depend on it. False: the curve alone."""
     prune_at_line_end: bool = True
     """Draft nothing below a token that holds a newline while the stop rule ends the
     output at a newline (single-line completions). False only to measure what it gives."""

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Sequence
 
-from fastcoder.budget import CostCurve, StepBudget
+from fastcoder.budget import CostCurve, StepBudget, StepCalibration
 from fastcoder.config import DecodeConfig
 from fastcoder.drafters import DraftState, Drafter
 from fastcoder.session import Session
@@ -71,6 +71,7 @@ def generate(
     cost_curve: CostCurve | None = None,
     first_allowed: Sequence[int] | None = None,
     preempt: Callable[[], bool] | None = None,
+    calibration: StepCalibration | None = None,
 ) -> Generation:
     """Greedy generation of up to ``config.max_new_tokens`` tokens after ``prompt_ids``.
 
@@ -84,6 +85,9 @@ def generate(
     decoder layers of an eager step, which then stops and commits nothing; ``preempt``:
     that stop mid-step only while it returns True (the server: another job waits for the
     model thread; otherwise the step ends and its tokens reach the CACHE). None: at once.
+    ``calibration``: the engine's :class:`~fastcoder.budget.StepCalibration` (with
+    ``config.step_calibration``): the budget prices trees by the steps timed here, and
+    every verify step feeds it.
     """
     t_start = time.perf_counter()
     session = session or Session(config)
@@ -161,7 +165,8 @@ def generate(
         if out:  # the prefill's token is output too: drafters must see it
             drafter.update(st, DraftTree(), [], list(out))
         budget = StepBudget(cost_curve, config.max_draft_tokens is None and drafter.adaptive_budget, session.acceptance,
-                            session.draft_cost, chain_only=getattr(verifier, "exact_paths", False) and not config.side_branches)  # fmt: skip
+                            session.draft_cost, chain_only=getattr(verifier, "exact_paths", False) and not config.side_branches,
+                            calibration=calibration if config.step_calibration else None)  # fmt: skip
         split = getattr(verifier, "last_split", None) is not None
         t_decode = time.perf_counter()  # the time budget counts from here: a cold prefill is not decoding
         while not done:
@@ -214,6 +219,7 @@ def generate(
                 stats.stopped_s = time.perf_counter() - t0
                 break
             t3 = time.perf_counter()
+            budget.observe_step(len(tree) + len(forced), t3 - t2)
             if split:
                 prep, fwd, walk, compact = verifier.last_split
                 stats.prep_s += prep

@@ -12,7 +12,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Collection, Sequence
 
-from fastcoder.budget import CostCurve, load_or_measure
+from fastcoder.budget import CostCurve, StepCalibration, load_or_measure
 from fastcoder.config import DecodeConfig
 from fastcoder.decode import Generation, StepCallback, generate
 from fastcoder.drafters import Sources, make_drafter
@@ -34,6 +34,8 @@ class Engine:
         self.pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="fastcoder-search")
         self._curve: CostCurve | None = None
         self._curve_lock = threading.Lock()
+        # the curve against the steps this process runs (DecodeConfig.step_calibration)
+        self.calibration = StepCalibration()
 
     @classmethod
     def from_loaded(cls, loaded, **kw) -> "Engine":
@@ -103,6 +105,7 @@ class Engine:
             preempt=preempt,
             cost_curve=curve,
             first_allowed=first_allowed,
+            calibration=self.calibration,
         )
 
     def close(self) -> None:

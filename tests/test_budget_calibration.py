@@ -225,3 +225,65 @@ def test_requests_shrink_where_drafting_costs_more_than_nodes_bring() -> None:
     # each node costs 1 ms to draft (a quarter of a step): only the first few are worth it
     cheap, dear = requests(0.0, 1.0), requests(0.001, 1.0)
     assert dear[-1] < cheap[-1] and dear[-1] in StepBudget.REQUEST_SIZES
+
+
+def test_step_calibration_learns_what_steps_cost_against_the_curve() -> None:
+    from fastcoder.budget import StepCalibration
+
+    cal = StepCalibration()
+    assert cal.factors() == (1.0, 1.0)
+    assert cal.adjust(FLAT) is FLAT  # nothing measured: the curve as it is
+    for _ in range(300):  # 1-row steps at 1.5x c(0); a 7-node tree's extra rows at 2x the curve's
+        cal.observe(FLAT, 0, 1.5 * FLAT.cost(0))
+        cal.observe(FLAT, 7, 1.5 * FLAT.cost(0) + 2.0 * (FLAT.cost(7) - FLAT.cost(0)))
+    f0, g = cal.factors()
+    assert f0 == pytest.approx(1.5, rel=0.02) and g == pytest.approx(2.0, rel=0.05)
+    adjusted = cal.adjust(FLAT)
+    for s, a in zip(FLAT.seconds, adjusted.seconds):
+        assert a == pytest.approx(f0 * FLAT.seconds[0] + g * (s - FLAT.seconds[0]))
+    for _ in range(300):  # a wild step cannot push a factor past its limits
+        cal.observe(FLAT, 0, 100.0)
+    assert cal.factors()[0] == StepCalibration.LIMITS[1]
+    assert cal.to_json()["base"] == StepCalibration.LIMITS[1]
+
+
+def test_a_calibrated_budget_drafts_less_where_tree_rows_cost_more() -> None:
+    from fastcoder.budget import StepCalibration
+
+    mild = CostCurve(ks=[0, 3, 7, 15, 31], seconds=[0.050, 0.060, 0.070, 0.095, 0.140])  # 4 rows 1.2x one
+    plain = StepBudget(mild)
+    cal = StepCalibration()
+    dear = StepBudget(mild, calibration=cal)
+    fresh = len(plain.trim(_chain(31)))
+    assert fresh >= 2 and len(dear.trim(_chain(31))) == fresh  # nothing measured yet: the same tree
+    assert dear.step_s == pytest.approx(plain.step_s)
+    for _ in range(200):  # measured: 1-row steps as the curve says, a tree's rows 6x dearer (counted as 4x: the limit)
+        dear.trim(DraftTree())
+        dear.observe_step(0, mild.cost(0))
+        tree = dear.trim(_chain(3))
+        dear.observe_step(len(tree), mild.cost(0) + 6 * (mild.cost(len(tree)) - mild.cost(0)))
+    assert cal.factors()[0] == pytest.approx(1.0) and cal.factors()[1] > 2  # (once no tree pays, none is timed)
+    tree = dear.trim(_chain(31))
+    assert len(tree) < fresh  # the same chain, priced as measured
+    assert dear.step_s == pytest.approx(cal.adjust(mild).cost(len(tree)))  # what the source gate weighs
+    # a budget without a curve prices nothing and learns nothing
+    bare = StepBudget(None, calibration=StepCalibration())
+    bare.trim(_chain(3))
+    bare.observe_step(3, 1.0)
+    assert bare.calibration.to_json()["steps"] == [0.0, 0.0]
+
+
+def test_the_decode_loop_feeds_the_engines_calibration(tiny_model, tiny_tokenizer) -> None:
+    """Every verify step of a budgeted generation is timed into the engine's calibration
+    (``step_calibration``); the output is AR's either way."""
+    from fastcoder.engine import Engine
+
+    engine = Engine(tiny_model, tiny_tokenizer, name="tiny-calibration")
+    prompt = list(range(5, 40)) * 3
+    ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=24)).tokens
+    off = engine.generate(prompt, DecodeConfig(method="fastcoder", max_new_tokens=24, step_calibration=False))
+    assert engine.calibration.to_json()["steps"] == [0.0, 0.0]
+    on = engine.generate(prompt, DecodeConfig(method="fastcoder", max_new_tokens=24))
+    steps = engine.calibration.to_json()["steps"]
+    assert sum(steps) > 0 and on.stats.forward_steps >= 1
+    assert on.tokens == off.tokens == ar
