@@ -23,6 +23,21 @@ from fastcoder.stops import StopLike
 from fastcoder.verifier import Verifier
 
 
+def _host(device) -> str:
+    """What a cost curve was measured on, beyond the model and its settings: the CPU's
+    name and the torch threads (or the GPU's name) and torch's version. A curve cached on
+    another machine, or with another thread count, is not this one's."""
+    import torch
+
+    if getattr(device, "type", str(device)) == "cuda":
+        where = torch.cuda.get_device_name(device)
+    else:
+        from fastcoder.matmul import cpu_name
+
+        where = f"{cpu_name()}|t{torch.get_num_threads()}"
+    return f"{where}|torch{torch.__version__}"
+
+
 class Engine:
     def __init__(self, model, tokenizer, *, name: str = "model", record_margins: bool = False,
                  explicit_attention: bool | None = False) -> None:
@@ -61,9 +76,17 @@ class Engine:
                 inv = "|invariant" if self.verifier.invariant else ""
                 if self.verifier.explicit_from is not None:
                     inv += f"|explicit>={self.verifier.explicit_from}"
-                key = f"{self.name}|{self.device}|{self.dtype}|attn={attn}|graphs={self.verifier.use_graphs}{packed}{inv}"
+                key = f"{self.name}|{self.device}|{self.dtype}|attn={attn}|graphs={self.verifier.use_graphs}{packed}{inv}|{_host(self.device)}"
                 self._curve = load_or_measure(self.verifier, key)
             return self._curve
+
+    def use_cost_curve(self, curve: CostCurve) -> None:
+        """Price trees by ``curve`` from now on (a benchmark that measured one under its
+        own conditions); what the steps taught the calibration against the old one is
+        dropped."""
+        with self._curve_lock:
+            self._curve = curve
+            self.calibration = StepCalibration()
 
     def measured_curve(self) -> CostCurve | None:
         """The cost curve if it is loaded already (never measures it: that takes a while)."""

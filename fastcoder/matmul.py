@@ -399,7 +399,8 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what the platform says."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -421,7 +422,7 @@ def choose(dtypes: tuple[str, ...], out_features: int, in_features: int, allow_p
     ``allow_pack``) for a model whose largest matmul is ``out_features x in_features``,
     decided from the probe's timings: cached per machine, else probed (a few seconds)."""
     flags = ",".join(sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_fp16"}))
-    key = f"{_cpu_name()}|{flags}|torch{torch.__version__}|t{torch.get_num_threads()}|{out_features}x{in_features}|{'+'.join(dtypes)}"
+    key = f"{cpu_name()}|{flags}|torch{torch.__version__}|t{torch.get_num_threads()}|{out_features}x{in_features}|{'+'.join(dtypes)}"
     path = _cache_file(key)
     try:
         data = json.loads(path.read_text())

@@ -1421,9 +1421,11 @@ def _run(args: argparse.Namespace, rec: Any = None) -> dict:
             model = [s for s in run["samples"][1:] if s.model_ran]
             p50 = pct([s.seconds for s in model], 0.5)
             acc = [s for s in run["samples"] if s.accepted]
+            cal = ((run.get("stats") or {}).get("model") or {}).get("stepCalibration")  # the budget's steps vs its curve
             print(f"  {key:<14} {len(run['samples'])} requests, model ran {len(model)}, model-run p50 {ms(p50)} ms, "
                   f"first {ms(run['samples'][0].seconds if run['samples'] else None)} ms"
                   + (f", accepted {len(acc)} ({sum(s.accepted_chars for s in acc)} chars)" if args.accept else "")
+                  + (f"; steps vs curve x{cal['base']} (1 row), x{cal['tree']} (tree rows)" if cal and sum(cal.get("steps", [])) else "")
                   + f"; load {load_average()}")  # fmt: skip
             if args.json:  # what is finished survives an interrupted run
                 partial = {m: [[asdict(x) for x in r["samples"]] + [{"stats": r["stats"]}] for r in rs] for m, rs in runs.items()}

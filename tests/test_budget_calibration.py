@@ -287,3 +287,32 @@ def test_the_decode_loop_feeds_the_engines_calibration(tiny_model, tiny_tokenize
     steps = engine.calibration.to_json()["steps"]
     assert sum(steps) > 0 and on.stats.forward_steps >= 1
     assert on.tokens == off.tokens == ar
+
+
+def test_a_cost_curve_is_cached_per_machine_and_thread_count(tiny_model, tiny_tokenizer, monkeypatch) -> None:
+    """The curve's cache key names the CPU and the torch threads (a curve cached on
+    another machine, or with other threads, is measured again); a curve put in by hand
+    restarts the step calibration."""
+    import torch
+
+    import fastcoder.engine as engine_mod
+    from fastcoder.budget import StepCalibration
+    from fastcoder.matmul import cpu_name
+
+    keys: list[str] = []
+    monkeypatch.setattr(engine_mod, "load_or_measure", lambda verifier, key: keys.append(key) or FLAT)
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            engine_mod.Engine(tiny_model, tiny_tokenizer, name="tiny-key").cost_curve()
+    finally:
+        torch.set_num_threads(threads)
+    assert len(keys) == 2 and keys[0] != keys[1]
+    assert all(cpu_name() in k and f"torch{torch.__version__}" in k for k in keys)
+    assert keys[0].endswith(f"|t1|torch{torch.__version__}")
+    engine = engine_mod.Engine(tiny_model, tiny_tokenizer, name="tiny-key")
+    engine.calibration.observe(FLAT, 0, 1.0)
+    engine.use_cost_curve(CURVE)
+    assert engine.cost_curve() is CURVE and engine.calibration.to_json()["steps"] == [0.0, 0.0]
+    assert isinstance(engine.calibration, StepCalibration)

@@ -152,9 +152,7 @@ def remeasure_cost_curve(engine: Any) -> Any:
     from fastcoder.budget import measure_lengths
 
     curve = measure_lengths(engine.verifier)
-    # no public setter on Engine yet: Engine.cost_curve() returns _curve once set
-    with engine._curve_lock:
-        engine._curve = curve
+    engine.use_cost_curve(curve)  # (and the step calibration starts over against it)
     for n, seconds in {curve.context_len: curve.seconds, **curve.by_length}.items():
         log.info("cost curve c(k) at %d cached rows, ms: %s", n, ", ".join(f"{k}:{1000 * s:.0f}" for k, s in zip(curve.ks, seconds)))
     return curve
