@@ -301,44 +301,56 @@ class DraftCost:
 
 class StepCalibration:
     """The cost curve against the steps the decode loop times: the budget prices a tree
-    with ``f0 * c(0) + g * (c(k) - c(0))``, where ``f0`` is what the 1-row steps (no
-    draft) cost against the curve's ``c(0)`` and ``g`` what a tree's rows beyond the root
-    cost against the curve's ``c(k) - c(0)``, both learned online per engine (exponentially
-    weighted sums, :data:`DECAY` per step, from a prior of 1 worth :data:`PRIOR_STEPS`
-    steps; each factor kept within :data:`LIMITS`).
+    with ``f0 * (c(0) + r * (c(k) - c(0)))``, where ``f0`` is what the 1-row steps (no
+    draft) cost against the curve's ``c(0)`` and ``r`` what a tree's rows beyond the root
+    cost against the curve's ``c(k) - c(0)`` once both are scaled by ``f0``, learned online
+    per engine from exponentially weighted sums (:data:`DECAY` per step). ``f0`` starts at
+    1 (a prior worth :data:`PRIOR_STEPS` steps that decays with the data); ``r`` keeps a
+    prior of 1 worth :data:`RATIO_PRIOR_STEPS` steps that does not decay, so it moves only
+    on evidence that persists: a tree's extra rows are a few ms against a step of ~30, and
+    a 5% error in ``f0`` alone moves their estimate by a third (two suite runs with a
+    fresh curve learned 0.78 and 1.26 for what is, there, the curve's own ratio). Each
+    factor is kept within :data:`LIMITS`.
 
     Why (thirty-fourth session, typing replay through the real server on a 2-vCPU AMD EPYC,
     qwen2.5-coder-0.5b bf16, prompts of ~1,650 tokens): the steps the server ran cost
     43.7 ms with no draft, 50.0 ms with 1-2 nodes and 56.1 with 3-4 (least squares over 79
-    generations), where the cached curve, measured in a quiet process, priced them ~29 /
-    ~33 / ~35 ms: the server's steps share two cores with its own threads and the editor,
-    and a tree's extra rows cost ~1.5-2.5x what the curve says against ~1.5x for the
-    1-row step. Only the ratio ``g / f0`` changes which tree the budget picks; both reach
-    :attr:`StepBudget.step_s` (the source gate weighs a datastore's search against it).
-    The output does not depend on it (every tree is verified exactly); an offline
-    simulation that must take a run's steps passes none."""
+    generations), where the cached curve priced them ~29 / ~33 / ~35 ms: that curve had
+    been measured on another day's machine of the same name (a 3-node tree +3.8 ms at
+    2,048 rows; the same session's fresh curve +8 ms), and the server's steps share two
+    cores with its own threads and the editor. Only ``r`` changes which tree the budget
+    picks; ``f0`` also reaches :attr:`StepBudget.step_s` (the source gate weighs a
+    datastore's search against it). The output does not depend on it (every tree is
+    verified exactly); an offline simulation that must take a run's steps passes none."""
 
     DECAY = 0.97
     """Per observed step (~33 steps of memory)."""
     PRIOR_STEPS = 8.0
+    RATIO_PRIOR_STEPS = 30.0
     LIMITS = (0.5, 4.0)
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # decayed sums, each seeded at its first step with the prior (ratio 1, PRIOR_STEPS
-        # steps' worth) that decays with them: 1-row steps [observed s, curve s, steps],
-        # tree steps [observed - f0 * c(0), c(k) - c(0), steps]
+        # decayed sums: 1-row steps [observed s, curve s, steps] (seeded at the first one
+        # with the prior, which decays with them); tree steps [observed - f0 * c(0),
+        # f0 * (c(k) - c(0)), steps] (the prior added when read, never decayed)
         self._base = [0.0, 0.0, 0.0]
         self._tree = [0.0, 0.0, 0.0]
+        self._extra = 0.0  # the last f0 * (c(k) - c(0)): the ratio prior's scale
 
     def factors(self) -> tuple[float, float]:
-        """``(f0, g)``."""
+        """``(f0, r)``."""
         with self._lock:
             return self._factors()
 
     def _factors(self) -> tuple[float, float]:
         lo, hi = self.LIMITS
-        return tuple(min(hi, max(lo, obs / pred)) if pred > 0 else 1.0 for obs, pred, _ in (self._base, self._tree))  # type: ignore[return-value]
+        obs, pred, _ = self._base
+        f0 = min(hi, max(lo, obs / pred)) if pred > 0 else 1.0
+        w = self.RATIO_PRIOR_STEPS * self._extra
+        obs, pred, _ = self._tree
+        r = min(hi, max(lo, (obs + w) / (pred + w))) if pred + w > 0 else 1.0
+        return f0, r
 
     def observe(self, curve: CostCurve, k: int, seconds: float) -> None:
         """A step of ``k`` draft nodes (and forced rows) that the curve ``curve`` (at the
@@ -346,30 +358,31 @@ class StepCalibration:
         if seconds <= 0:
             return
         c0, ck = curve.cost(0), curve.cost(k)
-        d, w = self.DECAY, self.PRIOR_STEPS
+        d = self.DECAY
         with self._lock:
+            f0, _ = self._factors()
             if k <= 0:
-                obs, pred, sums = seconds, c0, self._base
+                b = self._base
+                if b[2] == 0:
+                    b[:] = [self.PRIOR_STEPS * c0, self.PRIOR_STEPS * c0, self.PRIOR_STEPS]
+                b[:] = [d * b[0] + seconds, d * b[1] + c0, d * b[2] + 1]
             elif ck > c0:
-                obs, pred, sums = seconds - self._factors()[0] * c0, ck - c0, self._tree
-            else:
-                return
-            if sums[2] == 0:
-                sums[:] = [w * pred, w * pred, w]
-            sums[:] = [d * sums[0] + obs, d * sums[1] + pred, d * sums[2] + 1]
+                self._extra = f0 * (ck - c0)
+                t = self._tree
+                t[:] = [d * t[0] + (seconds - f0 * c0), d * t[1] + self._extra, d * t[2] + 1]
 
     def adjust(self, curve: CostCurve) -> CostCurve:
         """``curve`` (at one attended length) as the steps measured it."""
-        f0, g = self.factors()
-        if f0 == 1.0 and g == 1.0:
+        f0, r = self.factors()
+        if f0 == 1.0 and r == 1.0:
             return curve
         s0 = curve.seconds[0]
-        return CostCurve(curve.ks, [f0 * s0 + g * (s - s0) for s in curve.seconds], curve.context_len, padded=curve.padded)
+        return CostCurve(curve.ks, [f0 * (s0 + r * (s - s0)) for s in curve.seconds], curve.context_len, padded=curve.padded)
 
     def to_json(self) -> dict:
         with self._lock:
-            f0, g = self._factors()
-            return {"base": round(f0, 3), "tree": round(g, 3), "steps": [round(self._base[2], 1), round(self._tree[2], 1)]}
+            f0, r = self._factors()
+            return {"base": round(f0, 3), "tree": round(r, 3), "steps": [round(self._base[2], 1), round(self._tree[2], 1)]}
 
 
 class StepBudget:

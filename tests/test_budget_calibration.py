@@ -236,11 +236,15 @@ def test_step_calibration_learns_what_steps_cost_against_the_curve() -> None:
     for _ in range(300):  # 1-row steps at 1.5x c(0); a 7-node tree's extra rows at 2x the curve's
         cal.observe(FLAT, 0, 1.5 * FLAT.cost(0))
         cal.observe(FLAT, 7, 1.5 * FLAT.cost(0) + 2.0 * (FLAT.cost(7) - FLAT.cost(0)))
-    f0, g = cal.factors()
-    assert f0 == pytest.approx(1.5, rel=0.02) and g == pytest.approx(2.0, rel=0.05)
+    f0, r = cal.factors()
+    assert f0 == pytest.approx(1.5, rel=0.01)
+    # the tree rows cost 2 / 1.5 of the curve's once scaled by f0; the ratio's prior (1, never
+    # decayed) keeps it between: (n * 4/3 + W) / (n + W), n the decayed weight of the data
+    n, w = 1 / (1 - StepCalibration.DECAY), StepCalibration.RATIO_PRIOR_STEPS
+    assert 1.0 < r == pytest.approx((n * 4 / 3 + w) / (n + w), rel=0.01)
     adjusted = cal.adjust(FLAT)
     for s, a in zip(FLAT.seconds, adjusted.seconds):
-        assert a == pytest.approx(f0 * FLAT.seconds[0] + g * (s - FLAT.seconds[0]))
+        assert a == pytest.approx(f0 * (FLAT.seconds[0] + r * (s - FLAT.seconds[0])))
     for _ in range(300):  # a wild step cannot push a factor past its limits
         cal.observe(FLAT, 0, 100.0)
     assert cal.factors()[0] == StepCalibration.LIMITS[1]
