@@ -321,7 +321,13 @@ class StepCalibration:
     cores with its own threads and the editor. Only ``r`` changes which tree the budget
     picks; ``f0`` also reaches :attr:`StepBudget.step_s` (the source gate weighs a
     datastore's search against it). The output does not depend on it (every tree is
-    verified exactly); an offline simulation that must take a run's steps passes none."""
+    verified exactly); an offline simulation that must take a run's steps passes none.
+
+    Not used by default (:attr:`~fastcoder.config.DecodeConfig.step_calibration`): with a
+    fresh curve the server still learned ``r`` ~2.8-3.7, from the steps that run after an
+    early answer while the server handles the next keystrokes beside them; the steps
+    before the answer cost what the curve says (1-2 nodes 1.10x a 1-row step), and
+    trees priced by ``r`` there paid less (docs/BENCHMARKS.md, thirty-fourth session)."""
 
     DECAY = 0.97
     """Per observed step (~33 steps of memory)."""

@@ -64,13 +64,17 @@ class DecodeConfig:
     """The draft budget's acceptance model tells nodes that several sources drafted from
     those one source drafted (``budget.AcceptanceModel``). False only to measure what it
     gives."""
-    step_calibration: bool = True
-    """The draft budget prices trees by the verify steps this process has timed, not by
-    the cost curve alone: the curve's 1-row cost and its extra cost per tree row are each
-    scaled by what the steps measured (:class:`fastcoder.budget.StepCalibration`). In the
-    language server the steps share the CPU with its own threads and the editor, and a
-    tree's rows cost more against a 1-row step than in the quiet process that measured
-    the curve. The output does not depend on it. False: the curve alone."""
+    step_calibration: bool = False
+    """True: the draft budget prices trees by the verify steps this process has timed, not
+    by the cost curve alone: the curve's 1-row cost and its extra cost per tree row are
+    each scaled by what the steps measured (:class:`fastcoder.budget.StepCalibration`).
+    Off by default (thirty-fourth session, 2-vCPU AMD EPYC): in the language server it
+    learned that a tree's rows cost ~3x the curve's, but that came from the steps that
+    run after an early answer, while the server handles the next keystrokes beside them;
+    before the answer, the curve was right (1-2 nodes 1.10x a 1-row step). Priced so,
+    the budget drafted less where drafts paid: typing replay FastCoder 1.02x its time
+    without it on the same requests, and the repo suite 1.61x AR against 1.64x / 1.66x
+    without it (two runs). The output does not depend on it."""
     prune_at_line_end: bool = True
     """Draft nothing below a token that holds a newline while the stop rule ends the
     output at a newline (single-line completions). False only to measure what it gives."""

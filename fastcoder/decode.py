@@ -85,9 +85,9 @@ def generate(
     decoder layers of an eager step, which then stops and commits nothing; ``preempt``:
     that stop mid-step only while it returns True (the server: another job waits for the
     model thread; otherwise the step ends and its tokens reach the CACHE). None: at once.
-    ``calibration``: the engine's :class:`~fastcoder.budget.StepCalibration` (with
-    ``config.step_calibration``): the budget prices trees by the steps timed here, and
-    every verify step feeds it.
+    ``calibration``: the engine's :class:`~fastcoder.budget.StepCalibration`; with
+    ``config.step_calibration`` (off by default) the budget prices trees by the steps
+    timed here, and every verify step feeds it.
     """
     t_start = time.perf_counter()
     session = session or Session(config)

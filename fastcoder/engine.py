@@ -49,7 +49,7 @@ class Engine:
         self.pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="fastcoder-search")
         self._curve: CostCurve | None = None
         self._curve_lock = threading.Lock()
-        # the curve against the steps this process runs (DecodeConfig.step_calibration)
+        # the curve against the steps this process runs (DecodeConfig.step_calibration, off by default)
         self.calibration = StepCalibration()
 
     @classmethod

@@ -881,7 +881,7 @@ PACKED, PLAIN = "packed", "plain"  # the CPU matmul path: packWeights on / off
 NO_LINE_PRUNE = "noprune"  # drafts below a line end verified even in single-line mode (an ablation)
 NO_AGREE = "noagree"  # the draft budget blind to how many sources drafted a node (an ablation)
 NO_GATE = "nogate"  # every datastore searched at every draft: no source gate (fastcoder/source_weights.py)
-NO_CALIBRATION = "nocalib"  # the draft budget prices trees by the cost curve alone, not by the steps timed (engine.stepCalibration off)
+CALIBRATION, NO_CALIBRATION = "calib", "nocalib"  # the draft budget prices trees by the steps timed / by the cost curve alone (engine.stepCalibration on / off, the default)
 INTERRUPT, NO_INTERRUPT = "interrupt", "nointerrupt"  # a cancelled generation's step stops between layers when a request waits / runs to its end (engine.interruptSteps)
 EXPLICIT, SDPA = "explicit", "sdpa"  # explicitAttention auto / off (attention as two matrix products where it pays, or PyTorch's SDPA kernel: the default)
 NO_MID_BLOCKS, MID_BLOCKS = "nomidblocks", "midblocks"  # midLineBlocks false (the default) / true: a suggestion from mid-line ends at its line unless it opens a block / may run on
@@ -898,7 +898,7 @@ def layout_options(layout: str) -> dict[str, Any]:
     a ``promptLayout`` (``psm``, ``anchored``), ``context`` / ``nocontext`` (cross-file
     context on / off), ``middle`` (on, ``contextPlacement`` before-middle), ``packed`` / ``plain`` (``packWeights`` on / off), ``noprune``
     (``engine.pruneAtLineEnd`` off), ``noagree`` (``engine.sourceAgreement`` off), ``nogate``
-    (``engine.sourceGate`` off), ``nocalib`` (``engine.stepCalibration`` off), ``interrupt`` / ``nointerrupt`` (``engine.interruptSteps`` on / off), ``explicit`` / ``sdpa`` (``explicitAttention`` auto /
+    (``engine.sourceGate`` off), ``calib`` / ``nocalib`` (``engine.stepCalibration`` on / off), ``interrupt`` / ``nointerrupt`` (``engine.interruptSteps`` on / off), ``explicit`` / ``sdpa`` (``explicitAttention`` auto /
     off), ``nomidblocks`` / ``midblocks`` (``midLineBlocks`` false / true), ``noheader``
     (``fileHeader`` false), ``nomerge`` (``engine.mergePromptTail`` 0), ``nowarm``
     (``warmAtCursor`` off: the cursor notification is ignored), ``prepare`` / ``noprepare``
@@ -921,8 +921,8 @@ def layout_options(layout: str) -> dict[str, Any]:
             options.setdefault("engine", {})["sourceAgreement"] = False
         elif part == NO_GATE:
             options.setdefault("engine", {})["sourceGate"] = False
-        elif part == NO_CALIBRATION:
-            options.setdefault("engine", {})["stepCalibration"] = False
+        elif part in (CALIBRATION, NO_CALIBRATION):
+            options.setdefault("engine", {})["stepCalibration"] = part == CALIBRATION
         elif part in (INTERRUPT, NO_INTERRUPT):
             options.setdefault("engine", {})["interruptSteps"] = part == INTERRUPT
         elif part in (EXPLICIT, SDPA):

@@ -262,7 +262,8 @@ class ModelHost:
         engine = self.engine
         if engine is not None:
             out["steps"] = engine.verifier.graph_status()  # CUDA graphs or eager, failed captures
-            # what the timed steps cost against the cost curve: 1-row steps, a tree's extra rows
+            # what the timed steps cost against the cost curve: 1-row steps, a tree's extra
+            # rows (learned only where engine.stepCalibration is on)
             out["stepCalibration"] = engine.calibration.to_json()
         return out
 
@@ -285,5 +286,4 @@ def _warm_up(engine: Engine) -> None:
     TokenInfo.for_tokenizer(engine.tokenizer)
     ids = engine.encode("def hello():\n    return hello()\n\ndef hello():\n    return")[:32] or [0]
     engine.generate(ids, DecodeConfig(method="ar", max_new_tokens=2))
-    # (its cold steps are not what a step costs: kept out of the step calibration)
-    engine.generate(ids, DecodeConfig(method="fastcoder", max_new_tokens=4, step_calibration=False))
+    engine.generate(ids, DecodeConfig(method="fastcoder", max_new_tokens=4))

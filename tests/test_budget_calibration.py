@@ -285,9 +285,9 @@ def test_the_decode_loop_feeds_the_engines_calibration(tiny_model, tiny_tokenize
     engine = Engine(tiny_model, tiny_tokenizer, name="tiny-calibration")
     prompt = list(range(5, 40)) * 3
     ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=24)).tokens
-    off = engine.generate(prompt, DecodeConfig(method="fastcoder", max_new_tokens=24, step_calibration=False))
+    off = engine.generate(prompt, DecodeConfig(method="fastcoder", max_new_tokens=24))  # off by default
     assert engine.calibration.to_json()["steps"] == [0.0, 0.0]
-    on = engine.generate(prompt, DecodeConfig(method="fastcoder", max_new_tokens=24))
+    on = engine.generate(prompt, DecodeConfig(method="fastcoder", max_new_tokens=24, step_calibration=True))
     steps = engine.calibration.to_json()["steps"]
     assert sum(steps) > 0 and on.stats.forward_steps >= 1
     assert on.tokens == off.tokens == ar

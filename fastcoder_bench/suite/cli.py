@@ -339,7 +339,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    "hf-* = transformers' own generate(): plain, static cache, prompt lookup; ar-explicit, fastcoder-explicit = "
                    "the same on a second engine computing attention as two matrix products where it pays), and of the --ablate "
                    "variants (fastcoder-no-dr, fastcoder-no-dc, fastcoder-no-cache, fastcoder-no-skip, fastcoder-no-context, "
-                   "fastcoder-branches, fastcoder-no-agree, fastcoder-no-gate, fastcoder-no-calib, fastcoder-n2)")
+                   "fastcoder-branches, fastcoder-no-agree, fastcoder-no-gate, fastcoder-calib, fastcoder-n2)")
     p.add_argument("--max-new-tokens", type=int, default=512)
     p.add_argument("--max-prompt-tokens", type=int, default=2048, help="prompts are left-truncated to this many tokens")
     p.add_argument("--limit", type=int, default=None, help="first N tasks of the suite's deterministic order")

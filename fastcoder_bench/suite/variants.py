@@ -45,8 +45,8 @@ ABLATIONS: dict[str, tuple[str, dict]] = {
                            {"side_branches": True}),
     "fastcoder-no-agree": ("with the draft budget blind to how many sources drafted a node (before 2026-11-27)",
                            {"source_agreement": False}),
-    "fastcoder-no-calib": ("with trees priced by the cost curve alone, not by the steps timed (before 2026-11-28)",
-                           {"step_calibration": False}),
+    "fastcoder-calib": ("with trees priced by the steps timed, not by the cost curve alone (off by default)",
+                        {"step_calibration": True}),
     "fastcoder-n2": ("with matches of two tokens or more only (n_min 2, the default before 2026-11-24)", {"n_min": 2}),
 }
 """Each ablation may also be named in ``--methods`` alone (``--ablate`` runs them all)."""

@@ -406,6 +406,7 @@ def test_layout_names_become_server_options():
     assert layout_options("noagree") == {"engine": {"sourceAgreement": False}}
     assert layout_options("nogate+nomerge") == {"engine": {"sourceGate": False, "mergePromptTail": 0}}
     assert layout_options("nocalib") == {"engine": {"stepCalibration": False}}
+    assert layout_options("calib") == {"engine": {"stepCalibration": True}}
     assert layout_options("noheader+nocontext") == {"fileHeader": False, "crossFileContext": False}
     assert layout_options("nowarm") == {"warmAtCursor": False}
     assert layout_options("nointerrupt") == {"engine": {"interruptSteps": False}}
