@@ -5,10 +5,11 @@ editor and a local extension host with the FastCoder extension's own activation 
 (editor-client/vscode/src/controller.ts), whose transport is a WebSocket to
 editor-client/web-test/bridge.mjs; the bridge starts the real ``fastcoder serve`` (this
 checkout, the real ``smollm2-135m`` model) and relays LSP over its stdio. Playwright
-drives seven scenarios (accept with Tab, the next ghost text after an accept, type
+drives eight scenarios (accept with Tab, the next ghost text after an accept, type
 through, type away, "Generate function body", the cursor resting: ``fastcoder/cursor``
 and the suggestion prepared there, ghost text extending the item selected in the suggest
-widget); see scenarios.mjs for what each one checks.
+widget, and what the editor does with the typing benchmarks' keys: Enter splitting an
+auto-closed pair); see scenarios.mjs for what each one checks.
 
 The workspace is a copy of this repository's ``lsp_server`` package (a real project's
 real files); the editor opens ``lsp_server/postprocess.py`` and types new functions at its
@@ -47,7 +48,7 @@ OUT = WEB / "out"
 SCREENSHOTS = [REPO / "docs" / "screenshots" / name for name in ("vscode-ghost-text.png", "vscode-suggest-widget.png")]
 MODEL = os.environ.get("FASTCODER_BROWSER_MODEL", "smollm2-135m")
 TIMEOUT_S = float(os.environ.get("FASTCODER_BROWSER_TIMEOUT", "900"))
-SCENARIOS = ("accept", "accept-next", "type-through", "type-away", "code-action", "cursor-rest", "suggest-widget")
+SCENARIOS = ("accept", "accept-next", "type-through", "type-away", "code-action", "cursor-rest", "suggest-widget", "editor-model")
 
 
 def _truthy(name: str) -> bool:

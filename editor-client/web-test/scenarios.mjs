@@ -778,12 +778,51 @@ async function suggestWidget() {
     throw new Error(`no continuation after a selected item: ${tried.join('; ')}`);
 }
 
+/**
+ * What VS Code's editor does with the keys the typing benchmarks send (fastcoder_bench/replay.py
+ * models it; the benchmarks' figures are only as true as that model): Enter right after an
+ * auto-closed `(` splits the pair, the `)` going to a line of its own at the opener line's
+ * indentation, the cursor on an indented line between with nothing right of it; Enter at an
+ * argument line's end keeps the `)` below. (Quotes are not checked: this page sets
+ * `editor.autoClosingQuotes: never`; VS Code's default auto-closes them, which the replay
+ * does not model.) The document is put back as it was.
+ */
+async function editorModel() {
+    const before = await value();
+    await page.keyboard.press('Escape');
+    await newTopLevelLine();
+    await typeLines(['def _split_probe(url, params):', 'return request(']);
+    const line = () => evaluate(() => {
+        const h = window.harness;
+        const p = h.cursor();
+        const m = h.editor().getModel();
+        return { column: p.column, left: m.getLineContent(p.lineNumber).slice(0, p.column - 1),
+            right: m.getLineContent(p.lineNumber).slice(p.column - 1),
+            below: p.lineNumber < m.getLineCount() ? m.getLineContent(p.lineNumber + 1) : null };
+    });
+    const opened = await line();
+    check(opened.right === ')', `typing "(" did not auto-close it: right of the cursor ${JSON.stringify(opened.right)}`);
+    await page.keyboard.press('Escape'); // (a ghost text the model may show)
+    await page.keyboard.press('Enter');
+    const split = await line();
+    check(split.right === '' && split.left === ' '.repeat(8), `Enter between "(" and ")": cursor line ${JSON.stringify(split.left)} | ${JSON.stringify(split.right)}`);
+    check(split.below === '    )', `Enter between "(" and ")": the line below is ${JSON.stringify(split.below)}, not the ")" at the opener's indentation`);
+    await page.keyboard.type('url,', { delay: 15 });
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('Enter');
+    const next = await line();
+    check(next.right === '' && next.left === ' '.repeat(8) && next.below === '    )',
+        `Enter after an argument: ${JSON.stringify(next)}`);
+    await evaluate((text) => window.harness.editor().getModel().setValue(text), before);
+    return { opened, split, next };
+}
+
 // ----------------------------------------------------------------------------- run
 
 const results = [];
 let failed = 0;
 try {
-    for (const [name, fn] of [['accept', accept], ['accept-next', acceptNext], ['type-through', typeThrough], ['type-away', typeAway], ['code-action', codeAction], ['cursor-rest', cursorRest], ['suggest-widget', suggestWidget]]) {
+    for (const [name, fn] of [['accept', accept], ['accept-next', acceptNext], ['type-through', typeThrough], ['type-away', typeAway], ['code-action', codeAction], ['cursor-rest', cursorRest], ['suggest-widget', suggestWidget], ['editor-model', editorModel]]) {
         if (only && !only.split(',').includes(name)) continue;
         const started = Date.now();
         try {
