@@ -25,16 +25,17 @@ from fastcoder.verifier import Verifier
 
 def _host(device) -> str:
     """What a cost curve was measured on, beyond the model and its settings: the CPU's
-    name and the torch threads (or the GPU's name) and torch's version. A curve cached on
-    another machine, or with another thread count, is not this one's."""
+    name, the flags its kernels depend on and the torch threads (or the GPU's name), and
+    torch's version. A curve cached on another kind of machine, or with another thread
+    count, is not this one's (two machines of one name and flags still share it)."""
     import torch
 
     if getattr(device, "type", str(device)) == "cuda":
         where = torch.cuda.get_device_name(device)
     else:
-        from fastcoder.matmul import cpu_name
+        from fastcoder.matmul import KERNEL_FLAGS, cpu_flags, cpu_name
 
-        where = f"{cpu_name()}|t{torch.get_num_threads()}"
+        where = f"{cpu_name()}|{','.join(sorted(cpu_flags() & KERNEL_FLAGS))}|t{torch.get_num_threads()}"
     return f"{where}|torch{torch.__version__}"
 
 

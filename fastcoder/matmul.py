@@ -74,6 +74,11 @@ kept where bfloat16 does not pay."""
 PROBE_VERSION = 1
 
 
+KERNEL_FLAGS = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_fp16"})
+"""The CPU flags that decide which matmul kernels run (part of the probe's and the cost
+curve's cache keys)."""
+
+
 def can_pack(dtype: torch.dtype) -> bool:
     """Whether oneDNN can pack a CPU weight of ``dtype`` on this machine."""
     if not torch.backends.mkldnn.is_available():
@@ -421,7 +426,7 @@ def choose(dtypes: tuple[str, ...], out_features: int, in_features: int, allow_p
     """The CPU dtype (among ``dtypes``, the first preferred) and packing (only where
     ``allow_pack``) for a model whose largest matmul is ``out_features x in_features``,
     decided from the probe's timings: cached per machine, else probed (a few seconds)."""
-    flags = ",".join(sorted(cpu_flags() & {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_fp16"}))
+    flags = ",".join(sorted(cpu_flags() & KERNEL_FLAGS))
     key = f"{cpu_name()}|{flags}|torch{torch.__version__}|t{torch.get_num_threads()}|{out_features}x{in_features}|{'+'.join(dtypes)}"
     path = _cache_file(key)
     try:

@@ -331,9 +331,11 @@ def _run(args: argparse.Namespace, rec: Any = None) -> dict[str, Any]:
                 run = type_live(run_args, task, Path(tmp))
             runs[key].append(run)
             one = summarize([run], args.pause_ms / 1000)["pauses"]
+            cal = ((run.get("after") or {}).get("model") or {}).get("stepCalibration")  # the budget's steps vs its curve
             print(f"  {key:<22} {len(run['seen'])} keys in {run['typing_s']:.0f} s, first {run['first_ms']:.0f} ms; "
                   f"felt at pauses p50 {one['p50_ms'] or 0:.0f} ms ({100 * (one['shown_share'] or 0):.0f}% shown); "
-                  f"load {load_average()}")  # fmt: skip
+                  + (f"steps vs curve x{cal['base']} (1 row), x{cal['tree']} (tree rows); " if cal and sum(cal.get("steps", [])) else "")
+                  + f"load {load_average()}")  # fmt: skip
     summaries = {k: summarize(runs[k], args.pause_ms / 1000) for k in keys}
     md = table(summaries, args.pause_ms)
     print()

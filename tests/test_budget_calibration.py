@@ -315,6 +315,9 @@ def test_a_cost_curve_is_cached_per_machine_and_thread_count(tiny_model, tiny_to
     assert len(keys) == 2 and keys[0] != keys[1]
     assert all(cpu_name() in k and f"torch{torch.__version__}" in k for k in keys)
     assert keys[0].endswith(f"|t1|torch{torch.__version__}")
+    from fastcoder.matmul import KERNEL_FLAGS, cpu_flags
+
+    assert ",".join(sorted(cpu_flags() & KERNEL_FLAGS)) in keys[0]  # the kernels' flags too
     engine = engine_mod.Engine(tiny_model, tiny_tokenizer, name="tiny-key")
     engine.calibration.observe(FLAT, 0, 1.0)
     engine.use_cost_curve(CURVE)
