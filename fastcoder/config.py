@@ -71,10 +71,11 @@ class DecodeConfig:
     Off by default (thirty-fourth session, 2-vCPU AMD EPYC): in the language server it
     learned that a tree's rows cost ~3x the curve's, but that came from the steps that
     run after an early answer, while the server handles the next keystrokes beside them;
-    before the answer, the curve was right (1-2 nodes 1.10x a 1-row step). Priced so,
-    the budget drafted less where drafts paid: typing replay FastCoder 1.02x its time
-    without it on the same requests, and the repo suite 1.61x AR against 1.64x / 1.66x
-    without it (two runs). The output does not depend on it."""
+    before the answer, the curve was about right (1-2 nodes 1.08x a 1-row step, the
+    curve ~1.13x). Priced so, the budget drafted less where drafts paid: typing replay
+    FastCoder 1.02x its time without it on the same requests, live typing 264 vs 237 ms
+    where the model ran, and the repo suite 1.61x AR against 1.64x / 1.66x without it
+    (two runs). The output does not depend on it."""
     prune_at_line_end: bool = True
     """Draft nothing below a token that holds a newline while the stop rule ends the
     output at a newline (single-line completions). False only to measure what it gives."""
