@@ -327,8 +327,8 @@ class StepCalibration:
     fresh curve the server still learned ``r`` ~2.8-3.7, from the steps that run after an
     early answer while the server handles the next keystrokes beside them; the steps
     before the answer cost about what the curve says (1-2 nodes 1.08x a 1-row step, the
-    curve ~1.13x), and
-    trees priced by ``r`` there paid less (docs/BENCHMARKS.md, thirty-fourth session)."""
+    curve ~1.13x), and trees priced by ``r`` there paid less (docs/BENCHMARKS.md,
+    thirty-fourth session)."""
 
     DECAY = 0.97
     """Per observed step (~33 steps of memory)."""
