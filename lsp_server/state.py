@@ -29,6 +29,8 @@ from lsp_server.workspace import IndexAdapter
 log = logging.getLogger(__name__)
 
 STATUS = "fastcoder/status"
+BUFFER_RETRY_S = 0.25
+"""While the index is being opened, an open buffer's text is offered again this often."""
 
 
 class FastCoderServer(HardenedServer):
@@ -196,7 +198,15 @@ class FastCoderServer(HardenedServer):
     def _flush_buffer(self, uri: str) -> None:
         self._buffer_timers.pop(uri, None)
         doc = self.workspace.text_documents.get(uri)
-        if doc is None or self.index is None or self.index.workspace is None:
+        if doc is None or self.index is None:
+            return
+        if self.index.workspace is None:
+            # the index is still being opened (D_c comes first): the buffer goes in once D_r
+            # exists. Dropping it lost every open buffer, unsaved files and unsaved edits,
+            # from D_r whenever the index was reopened (a folder added, a new tokenizer)
+            # until the document changed again.
+            if self.index.state == "indexing":
+                self.schedule_buffer(uri, BUFFER_RETRY_S)
             return
         self.index.update_buffer(to_fs_path(uri) or uri, tokenizable(doc.source))  # cheap: the indexer queues it
 

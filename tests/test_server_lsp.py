@@ -688,6 +688,44 @@ async def test_a_folder_added_to_the_workspace_is_indexed_and_a_removed_one_drop
     assert await files_when(lambda n: n == before) == before
 
 
+async def test_open_buffers_stay_in_the_index_when_it_is_reopened_for_a_new_folder(tiny_model_dir, tmp_path):
+    """An unsaved new file and an unsaved edit are in D_r (buffers override the disk), and
+    still are after a folder added to the workspace reopens the index: the index opens
+    D_c before D_r, and the buffers offered meanwhile were dropped (the folder test above
+    then saw one file fewer, now and then)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "main.py").write_text(BODY)
+    client = await start_client(tiny_model_dir, ws)
+    try:
+        await wait_ready(client)
+        open_doc(client, (ws / "unsaved.py").as_uri(), "def unsaved_helper():\n    return 42\n")
+        open_doc(client, (ws / "main.py").as_uri(), BODY + "\n# edited in the buffer\n")
+
+        async def dr_when(ok) -> dict[str, Any]:
+            deadline = time.monotonic() + 60
+            while True:
+                index = (await stats(client))["index"]
+                dr = index.get("D_r") or {}
+                if (index["state"] == "ready" and ok(dr)) or time.monotonic() > deadline:
+                    return dr
+                await asyncio.sleep(0.2)
+
+        before = await dr_when(lambda dr: dr.get("buffers") == 2 and dr.get("files") == 2)
+        assert before["buffers"] == 2 and before["files"] == 2  # main.py and the unsaved file
+        extra = tmp_path / "extra"
+        extra.mkdir()
+        (extra / "geometry.py").write_text("def hypotenuse(a, b):\n    return (a * a + b * b) ** 0.5\n")
+        client.workspace_did_change_workspace_folders(types.DidChangeWorkspaceFoldersParams(
+            event=types.WorkspaceFoldersChangeEvent(added=[types.WorkspaceFolder(uri=(tmp_path / "extra").as_uri(), name="extra")],
+                                                    removed=[])))  # fmt: skip
+        after = await dr_when(lambda dr: dr.get("files") == 3 and dr.get("buffers") == 2)
+        assert after["files"] == 3 and after["buffers"] == 2, after  # main.py, geometry.py, the unsaved file
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+
+
 async def test_before_the_model_is_ready_requests_get_empty_results_and_model_change_reloads(tiny_model_dir, tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
