@@ -161,6 +161,9 @@ def test_no_page_errors(scenario_run: dict) -> None:
         warnings.warn(f"{upstream} page error(s) from VS Code's TextMate worker race (upstream, not ours)", stacklevel=1)
     # VS Code's own CancellationError from its timeout(ms, token) when it disposes a pending
     # inline fetch (no frame of ours): VS Code's error handler ignores those; counted apart
+    missed = scenario_run.get("editorMissedIndent", 0)
+    if missed:  # VS Code's Enter after a `def` line did not indent; the scenario indented by hand
+        warnings.warn(f"VS Code did not indent after a def line {missed} time(s) (indented by hand)", stacklevel=1)
     cancelled = scenario_run.get("cancellationErrors", 0)
     if cancelled:
         warnings.warn(f"{cancelled} VS Code CancellationError page error(s) ('Canceled', no frame of ours)", stacklevel=1)
