@@ -33,9 +33,9 @@ def _host(device) -> str:
     if getattr(device, "type", str(device)) == "cuda":
         where = torch.cuda.get_device_name(device)
     else:
-        from fastcoder.matmul import KERNEL_FLAGS, cpu_flags, cpu_name
+        from fastcoder.matmul import cpu_key
 
-        where = f"{cpu_name()}|{','.join(sorted(cpu_flags() & KERNEL_FLAGS))}|t{torch.get_num_threads()}"
+        where = f"{cpu_key()}|t{torch.get_num_threads()}"
     return f"{where}|torch{torch.__version__}"
 
 

@@ -415,6 +415,12 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_key() -> str:
+    """The CPU as the caches of measured timings know it: its name and the flags its
+    matmul kernels depend on (:data:`KERNEL_FLAGS`)."""
+    return f"{cpu_name()}|{','.join(sorted(cpu_flags() & KERNEL_FLAGS))}"
+
+
 def _cache_file(key: str) -> Path:
     from fastcoder.models.cache import cache_root
 
@@ -426,8 +432,7 @@ def choose(dtypes: tuple[str, ...], out_features: int, in_features: int, allow_p
     """The CPU dtype (among ``dtypes``, the first preferred) and packing (only where
     ``allow_pack``) for a model whose largest matmul is ``out_features x in_features``,
     decided from the probe's timings: cached per machine, else probed (a few seconds)."""
-    flags = ",".join(sorted(cpu_flags() & KERNEL_FLAGS))
-    key = f"{cpu_name()}|{flags}|torch{torch.__version__}|t{torch.get_num_threads()}|{out_features}x{in_features}|{'+'.join(dtypes)}"
+    key = f"{cpu_key()}|torch{torch.__version__}|t{torch.get_num_threads()}|{out_features}x{in_features}|{'+'.join(dtypes)}"
     path = _cache_file(key)
     try:
         data = json.loads(path.read_text())
