@@ -302,6 +302,13 @@ async def test_code_action_on_stub_function_resolves_to_an_edit(client: Language
     assert edit.new_text.startswith("    ") and edit.new_text.strip()
 
 
+# how soon a cancelled request must be answered: the engine stops within one forward pass
+# (milliseconds for the tiny model), but the shared 2-core CI machine under a full test run
+# once took over 2 s to deliver the answer; what matters is the RequestCancelled error and the
+# engine's stop reason, both asserted exactly
+CANCEL_ANSWER_S = 5.0
+
+
 async def test_cancel_request_answers_request_cancelled(client: LanguageClient, workspace):
     uri, other = (workspace / "cancel.py").as_uri(), (workspace / "cancel2.py").as_uri()
     # a cursor where the tiny model's (deterministic) output meets no stop rule for
@@ -333,14 +340,14 @@ async def test_cancel_request_answers_request_cancelled(client: LanguageClient, 
         with pytest.raises(JsonRpcException) as err:
             await asyncio.wait_for(queued, 30)
         assert err.value.code == types.LSPErrorCodes.RequestCancelled.value
-        assert time.monotonic() - t0 < 2.0
+        assert time.monotonic() - t0 < CANCEL_ANSWER_S
 
         t0 = time.monotonic()
         client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id="cancel-running"))
         with pytest.raises(JsonRpcException) as err:
             await asyncio.wait_for(running, 30)
         assert err.value.code == types.LSPErrorCodes.RequestCancelled.value
-        assert time.monotonic() - t0 < 2.0
+        assert time.monotonic() - t0 < CANCEL_ANSWER_S
         # the engine itself stopped (within one forward pass), not just the answer
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
