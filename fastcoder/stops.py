@@ -299,6 +299,86 @@ def first_line_unless_opener(line_prefix: str) -> StopRule:
     return MatcherRule(lambda: _FirstLineUnlessOpener(line_prefix))
 
 
+OPEN_BRACKETS = {"(": ")", "[": "]", "{": "}"}
+CLOSE_BRACKETS = {v: k for k, v in OPEN_BRACKETS.items()}
+QUOTES = "\"'`"
+
+
+class BracketDepth:
+    """Bracket depth of code read piece by piece, relative to where reading began: a
+    closing bracket of nothing read is depth -1 (what an opener before the start opened).
+    Brackets inside string literals (``"``, ``'``, `````) do not count; a literal ends at
+    its line's end at the latest (the scan is per line, not a parser: a triple-quoted or
+    multi-line template string is read as lines). ``closed_at``: where, in the text read,
+    the depth first went below zero (None before)."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.quote = ""
+        self.escaped = False
+        self.read = 0
+        self.closed_at: int | None = None
+
+    def feed(self, text: str) -> int | None:
+        """Read ``text``; the index (in all the text read) where the depth first went below
+        zero, once it has."""
+        for c in text:
+            if self.closed_at is not None:
+                break
+            i, self.read = self.read, self.read + 1
+            if c == "\n":
+                self.quote, self.escaped = "", False
+            elif self.quote:
+                if self.escaped:
+                    self.escaped = False
+                elif c == "\\":
+                    self.escaped = True
+                elif c == self.quote:
+                    self.quote = ""
+            elif c in QUOTES:
+                self.quote = c
+            elif c in OPEN_BRACKETS:
+                self.depth += 1
+            elif c in CLOSE_BRACKETS:
+                self.depth -= 1
+                if self.depth < 0:
+                    self.closed_at = i
+        return self.closed_at
+
+
+class _OpenedLines(_LineMatcher):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first_has_code = False
+        self.depth = BracketDepth()
+
+    def line_grew(self, chunk: str) -> int | None:
+        if self.index == 0:
+            self.first_has_code = self.first_has_code or bool(chunk.strip())
+        else:
+            self.depth.feed(chunk)
+        return None
+
+    def line_done(self, line: str) -> int | None:
+        if self.index == 0:
+            return self.length if self.first_has_code else None
+        self.depth.feed("\n")
+        return self.length if self.depth.closed_at is not None else None
+
+    def newline_ends(self) -> bool:
+        return (self.index == 0 and self.first_has_code) or self.depth.closed_at is not None
+
+
+def opened_lines() -> StopRule:
+    """The suggestion at a cursor right after an opening bracket whose auto-closed closer
+    is right of it (``request(|)``, ``{|});``): when the output starts on that line, the
+    first newline ends it (a one-line suggestion); when it starts with a line break (the
+    model lays the bracket's contents out on lines of their own, as black does with a long
+    call), it runs on to the end of the line that closes that bracket (the closer the
+    output writes itself), or to its own end (the model writes only the contents)."""
+    return MatcherRule(_OpenedLines)
+
+
 class _RunsInto(_LineMatcher):
     def __init__(self, key: str, check_first_line: bool) -> None:
         super().__init__()

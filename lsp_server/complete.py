@@ -711,16 +711,18 @@ class Completer:
         doc.windows = remember_window(doc.windows, ctx.prefix, prompt.prefix_start)
         context_ids = context.ids if context is not None else []
         heal = prompt.heal  # the output starts with it; the suggestion is what follows
-        rules = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines, settings.mid_line_blocks)
+        opened = bool(ctx.opened)  # line mode at ``request(|)``: its contents may take lines
+        rules = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines, settings.mid_line_blocks, opened)
         unit = document_indent_unit(ctx.prefix[-20000:] + ctx.suffix[:5000])
-        early_s = settings.early_answer_s if ctx.mode == "block" else None
+        early_s = settings.early_answer_s if ctx.mode == "block" or opened else None
         t_start = time.perf_counter()
         published = False
         answered_at: list[float] = []  # when the early answer went out
         answered: list[tuple[float, int]] = []  # then: (decode seconds, tokens the steps produced)
 
         def early(text: str) -> None:
-            """Block mode, after ``earlyAnswerMs``: answer with the whole lines so far."""
+            """Block mode (and a bracket's contents), after ``earlyAnswerMs``: answer with the
+            whole lines so far."""
             nonlocal published
             lines = finalize(text, ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace, language=doc.language_id)
             if lines and not published:  # answer with them now
@@ -785,6 +787,6 @@ class Completer:
         if gen.cancelled:
             return None, gen.stats
         text = gen.text[len(heal) :]
-        if gen.stats.stop_reason in ("time_budget", "max_new_tokens") and ctx.mode == "block":
+        if gen.stats.stop_reason in ("time_budget", "max_new_tokens") and (ctx.mode == "block" or opened):
             text = drop_partial_line(text)
         return finalize(text, ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace, language=doc.language_id), gen.stats

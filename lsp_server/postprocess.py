@@ -5,6 +5,11 @@
     (``foo(a, b)`` + ``)`` right of the cursor gives ``a, b``); when the rest is only
     auto-closed brackets and quotes that the suggestion closes before writing more
     (``me}!")`` at ``f"{na|}")``), it is cut where it closes them (``me``);
+  - ``line`` mode right after an opening bracket whose auto-closed closer starts the rest of
+    the line (``request(|)``): a suggestion that starts with a line break is the bracket's
+    contents on lines of their own, and ends with a line break and the indentation the
+    closer goes to (the closer the model wrote, or the cursor line's), so that the rest of
+    the line lands below them (:func:`opened_body`);
   - ``block`` mode: generated lines that repeat the lines below the cursor are dropped; on
     an empty line, a one-line suggestion that is the next line or its start (``return
     subtotal`` above ``return subtotal + tax_amount``) becomes nothing;
@@ -28,7 +33,8 @@ from __future__ import annotations
 
 import re
 
-from lsp_server.prompt import AUTO_CLOSERS, CursorContext
+from fastcoder.stops import BracketDepth
+from lsp_server.prompt import AUTO_CLOSERS, OPENERS, CursorContext
 from lsp_server.stops import LINE_COMMENTS, TAB_WIDTH, indent_width
 
 CLOSERS = set(")]}>\"'`;:,")
@@ -58,9 +64,6 @@ def trim_overlap(text: str, rest: str) -> str:
     return text
 
 
-OPENER = {")": "(", "]": "[", "}": "{"}
-
-
 def cut_before_closers(text: str, rest: str) -> str:
     """``text`` up to where it closes what the closers right of the cursor (``rest``:
     closing brackets, quotes and ``;:,``, starting with a bracket or quote, e.g. ``}")``
@@ -74,8 +77,8 @@ def cut_before_closers(text: str, rest: str) -> str:
     first = rest[0]
     depth = 0
     for i, c in enumerate(text):
-        if first in OPENER:
-            if c == OPENER[first]:
+        if first in OPENERS:
+            if c == OPENERS[first]:
                 depth += 1
             elif c == first:
                 if depth == 0:
@@ -84,6 +87,40 @@ def cut_before_closers(text: str, rest: str) -> str:
         elif c == first:
             return text[:i] if _in_order(rest, text[i:]) else text
     return text
+
+
+def opened_body(text: str, ctx: CursorContext) -> str | None:
+    """At a cursor right after an opener (:attr:`CursorContext.opened`), the suggestion
+    for ``text`` when it starts with a line break: its lines up to the one that closes the
+    opener (:class:`fastcoder.stops.BracketDepth`), then a line break and what that line
+    holds before its closer (the model's indentation for the closer; the cursor line's
+    indentation when the model wrote no closer, as when the closers stayed in the prompt's
+    suffix). The rest of the cursor's line (``)``) then follows on that last line. None when
+    ``text`` does not start with a line break; "" when it has no code before the closer."""
+    first, nl, after = text.partition("\n")
+    if not nl or first.strip():
+        return None
+    lines = after.split("\n")
+    depth = BracketDepth()
+    tail = ctx.indent
+    for i, line in enumerate(lines):
+        start = depth.read
+        at = depth.feed(line + "\n")
+        if at is not None:
+            closing = line[: at - start]
+            lines = lines[:i]
+            if closing.strip():  # ``    b)``: the closer right after its last item
+                lines.append(closing)
+                tail = None
+            else:
+                tail = closing
+            break
+    lines = [ln.rstrip() for ln in lines]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        return ""
+    return "\n" + "\n".join(lines) + ("" if tail is None else "\n" + tail)
 
 
 def _in_order(needle: str, hay: str) -> bool:
@@ -275,7 +312,10 @@ def finalize(text: str, ctx: CursorContext, *, indent_unit: str | None = None, k
         # one line too low (line mode: nothing at all); start it at the cursor instead
         text = text.lstrip("\n")[len(ctx.line_prefix) :]
     text = drop_foreign_script(text, ctx)
-    if ctx.mode == "line":
+    body = opened_body(text, ctx) if ctx.mode == "line" and ctx.opened else None
+    if body is not None:
+        text = reindent(body, indent_unit) if indent_unit is not None and body else body
+    elif ctx.mode == "line":
         nl = text.find("\n")
         if nl >= 0:
             text = text[:nl]

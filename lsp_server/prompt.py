@@ -73,6 +73,9 @@ AUTO_CLOSERS = set(")]}\"'`")
 """What an editor puts right of the cursor by itself after an opener (auto-closed brackets and
 quotes); the prompt, the remembered answers and post-processing all go by it."""
 
+OPENERS = {")": "(", "]": "[", "}": "{"}
+"""The opening bracket of each closing one."""
+
 # characters per token is rarely above this; used to avoid tokenizing a whole huge file
 _MAX_CHARS_PER_TOKEN = 12
 # when the prefix start must move, leave this share of the prefix budget free
@@ -108,6 +111,18 @@ class CursorContext:
     def mode(self) -> str:
         """``line`` when text sits right of the cursor, else ``block``."""
         return "line" if self.line_suffix.strip() else "block"
+
+    @property
+    def opened(self) -> str:
+        """The rest of the cursor's line when the cursor sits right after an opening
+        bracket whose closer starts that rest, and the rest is only closers and ``;:,``
+        (``request(|)``, ``fetch(url, {|});``): what an editor leaves right of the cursor
+        after the user typed the opener. Else "". A suggestion here may lay the bracket's
+        contents out on lines of their own (:func:`fastcoder.stops.opened_lines`)."""
+        rest = self.line_suffix.strip()
+        if not rest or rest[0] not in OPENERS or any(c not in AUTO_CLOSERS and c not in ";:," for c in rest):
+            return ""
+        return rest if self.line_prefix.rstrip().endswith(OPENERS[rest[0]]) else ""
 
     @property
     def indent(self) -> str:

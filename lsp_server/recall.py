@@ -13,7 +13,9 @@ def typed_through(last: Suggestion | None, ctx: CursorContext) -> str | None:
 
     Editors auto-close brackets and quotes: when what appeared right of the cursor is
     just such closers, and the rest of the suggestion's line ends with them, the rest
-    of that line without them is returned (a single-line suggestion now)."""
+    of that line without them is returned (a single-line suggestion now). When Enter split
+    an opener from its closer (``request(|)`` -> the ``)`` on a line below), the suggestion
+    of the bracket's contents is returned without its closing line break and indentation."""
     if last is None or not ctx.prefix.startswith(last.prefix):
         return None
     typed = ctx.prefix[len(last.prefix) :]
@@ -27,6 +29,12 @@ def typed_through(last: Suggestion | None, ctx: CursorContext) -> str | None:
     if not ctx.suffix.endswith(last.suffix):
         return None
     added = ctx.suffix[: len(ctx.suffix) - len(last.suffix)]
+    if added.startswith("\n") and not added.strip() and added.count("\n") == 1:
+        # Enter between an opener and its auto-closed closer: the editor moved the closer to
+        # a line of its own at the opener line's indentation, which the suggestion (laying
+        # out the bracket's contents, :func:`lsp_server.postprocess.opened_body`) ends with
+        kept = rest[: len(rest) - len(added)]
+        return kept if rest.endswith(added) and kept.strip() else None
     if not added or len(added) > 8 or any(c not in AUTO_CLOSERS for c in added):
         return None
     line = rest.split("\n")[0].rstrip()

@@ -6,6 +6,10 @@ very same token. The rules themselves live in the engine (:mod:`fastcoder.stops`
 this module picks them for a cursor. Rules:
 
 * ``line`` mode (text right of the cursor): the first line break ends the suggestion;
+  right after an opening bracket whose auto-closed closer starts the rest of the line
+  (``request(|)``), a suggestion that starts with a line break runs on to the line that
+  closes the bracket (:func:`fastcoder.stops.opened_lines`), or to a dedent below the
+  cursor's line;
 * ``block`` mode: the shared block-end rule of :func:`fastcoder.stops.block_end` (the
   benchmark and the CLIs use it too):
   - a non-empty line indented less than the cursor's line ends the block,
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fastcoder.stops import StopRule, any_of, block_end, first_line_unless_opener, indent_of, runs_into
+from fastcoder.stops import StopRule, any_of, block_end, first_line_unless_opener, indent_of, opened_lines, runs_into
 
 TAB_WIDTH = 4
 LINE_COMMENTS = ("#", "//", "--", ";")
@@ -42,7 +46,8 @@ def first_nonblank(lines: Sequence[str]) -> str | None:
     return None
 
 
-def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (), mid_line_blocks: bool = False) -> StopRule:
+def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (), mid_line_blocks: bool = False,
+                 opened: bool = False) -> StopRule:
     """The stop rule for a completion whose cursor line starts with ``line_prefix``
     (a :class:`fastcoder.stops.StopRule`: the engine feeds it only the new text; called
     on a whole text it returns that text's cut).
@@ -55,10 +60,12 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     comment or a docstring being typed (the line starts with a comment marker or holds
     an opening triple quote or ``/*``) is not a statement: what follows it is the code
     it describes, and the block rules alone apply.
+    ``opened`` (line mode): the cursor sits right after an opening bracket whose closer
+    starts the rest of its line (:attr:`lsp_server.prompt.CursorContext.opened`).
     """
     base = indent_width(line_prefix)
     if mode == "line":
-        return block_end(base, single_line=True)
+        return any_of(opened_lines(), block_end(base)) if opened else block_end(base, single_line=True)
     # when only indentation precedes the cursor, the first line is a whole line too
     into = runs_into(first_nonblank(following_lines), check_first_line=not line_prefix.strip())
     stripped = line_prefix.strip()

@@ -48,7 +48,7 @@ OUT = WEB / "out"
 SCREENSHOTS = [REPO / "docs" / "screenshots" / name for name in ("vscode-ghost-text.png", "vscode-suggest-widget.png")]
 MODEL = os.environ.get("FASTCODER_BROWSER_MODEL", "smollm2-135m")
 TIMEOUT_S = float(os.environ.get("FASTCODER_BROWSER_TIMEOUT", "900"))
-SCENARIOS = ("accept", "accept-next", "type-through", "type-away", "code-action", "cursor-rest", "suggest-widget", "editor-model")
+SCENARIOS = ("accept", "accept-next", "type-through", "type-away", "code-action", "cursor-rest", "suggest-widget", "editor-model", "bracket-lines")
 
 
 def _truthy(name: str) -> bool:

@@ -436,6 +436,36 @@ def test_typed_through_with_auto_closed_brackets():
     assert typed_through(last, CursorContext("    x = foo(", "zz\n")) is None  # real text appeared
 
 
+def test_a_brackets_contents_may_take_lines_of_their_own():
+    """Right after ``request(`` with the auto-closed ``)`` right of the cursor (the thirty-fifth
+    session's user flows: 5 of 6 such cursors showed nothing, the model laying the
+    arguments out on lines of their own as the document's other calls were): the stop rule
+    lets a suggestion that starts with a line break run to the line that closes the bracket,
+    the suggestion ends with a line break and the closer's indentation (the ``)`` lands
+    there), and Enter (the editor moving the ``)`` below) keeps the rest of it."""
+    c = ctx_at("class C:\n    def post(self, url):\n        return self.request(|)\n\n    def put(self):\n        pass\n")
+    assert c.mode == "line" and c.opened == ")"
+    out = '\n            "POST",\n            url,\n        )\n\n    def patch(self):\n'
+    stop = make_stop_fn(c.mode, c.line_prefix, c.following_lines, opened=bool(c.opened))
+    cut = out[: stop(out)]
+    assert cut == '\n            "POST",\n            url,\n        )'
+    assert finalize(cut, c, indent_unit="    ") == '\n            "POST",\n            url,\n        '
+    assert finalize("url)", c) == "url"  # one line as before
+    assert finalize('\n            "POST",\n            url', c) == '\n            "POST",\n            url\n        '  # no closer: the line's indentation
+    assert finalize("\n            url,\n            data)", c) == "\n            url,\n            data"  # the closer after the last item
+    assert finalize("\n        )", c) == ""  # nothing inside
+    js = ctx_at('async function save(u) {\n  const r = await fetch("/u", {|});\n}\n')
+    assert js.opened == "});"
+    assert finalize('\n    method: "POST",\n    body: "}",\n  ', js, indent_unit="  ") == '\n    method: "POST",\n    body: "}",\n  '
+    for text in ("x = f(a|)", "x = f(|a)", 'x = "|"', "x = f(|) + 1", "x = [|)"):  # not right after the opener of what follows
+        assert ctx_at(text).opened == "", text
+    assert make_stop_fn("line", "x = f(")("\n    a,\n)\n") == 0  # without ``opened``: the first newline, as before
+    last = Suggestion(c.prefix, c.suffix, c.mode, '\n            "POST",\n            url,\n        ')
+    split = CursorContext(c.prefix + "\n            ", "\n        " + c.suffix)
+    assert typed_through(last, split) == '"POST",\n            url,'
+    assert typed_through(last, CursorContext(c.prefix + "\n            ", "\n    " + c.suffix)) is None  # another indentation
+
+
 def test_what_the_model_writes_in_cjk_goes_where_the_document_has_none():
     """The 0.5B model commented a new ``def main():`` body in Chinese (thirtieth session's
     user flows): comment lines in CJK are dropped, trailing ones cut, and the suggestion

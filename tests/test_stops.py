@@ -38,3 +38,21 @@ def test_a_rule_after_a_healed_prefix_cuts_in_the_whole_text():
         m = rule.after(len(heal)).matcher()
         cuts = [m.feed(text[i : i + 3]) for i in range(0, len(text), 3)]
         assert next(c for c in cuts if c is not None) == want + len(heal)
+
+
+def test_opened_lines_run_to_the_line_that_closes_the_bracket():
+    """At ``request(|)``: an output that starts on the cursor's line is one line; one that
+    starts with a line break runs to the end of the line closing the bracket (brackets in
+    strings do not count), fed whole or in pieces."""
+    from fastcoder.stops import opened_lines
+
+    rule = opened_lines()
+    assert rule('url, data\n    x = 1') == len("url, data")
+    lines = '\n        "POST",\n        f(url, ")"),\n        data=[1, (2)],\n    )\n    return x\n'
+    want = lines.index("    )\n") + len("    )")
+    assert rule(lines) == want
+    m = rule.matcher()
+    cuts = [m.feed(lines[i : i + 2]) for i in range(0, len(lines), 2)]
+    assert next(c for c in cuts if c is not None) == want
+    assert rule('\n        "POST",\n        url,\n    ') is None  # no closer yet: goes on
+    assert rule("\n    a,\n    'it''s (',\n    b)\nnext") == len("\n    a,\n    'it''s (',\n    b)")

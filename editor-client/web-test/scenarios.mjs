@@ -828,12 +828,58 @@ async function editorModel() {
     return { opened, split, next };
 }
 
+/**
+ * A call's arguments on lines of their own (black's layout), suggested right after the user
+ * typed `request(` (VS Code auto-closed the `)` right of the cursor): the ghost text is the
+ * argument lines, the `)` moves below them at the opener line's indentation, and Tab inserts
+ * them once. A call laid out that way just above shows the model the style. The document is
+ * put back as it was.
+ */
+async function bracketLines() {
+    const before = await value();
+    await page.keyboard.press('Escape');
+    const probe = '\n\ndef _get_probe(url, params, headers, timeout):\n    return request(\n        "GET",\n        url,\n'
+        + '        params=params,\n        headers=headers,\n        timeout=timeout,\n    )\n\n\n'
+        + 'def _post_probe(url, data, headers, timeout):\n    ';
+    await evaluate((text) => window.harness.editor().getModel().setValue(text), before.replace(/\s+$/, '') + probe);
+    await page.keyboard.press('Control+End');
+    await page.keyboard.type('return request(', { delay: 15 });
+    const right = await evaluate(() => {
+        const h = window.harness;
+        const p = h.cursor();
+        return h.editor().getModel().getLineContent(p.lineNumber).slice(p.column - 1);
+    });
+    check(right === ')', `typing "(" did not auto-close it: right of the cursor ${JSON.stringify(right)}`);
+    const { ghost: shown, retries } = await waitGhost('bracket-lines', 3);
+    const sug = lastSuggestion();
+    check(sug, 'ghost text is shown but no inline completion answer carried it');
+    const insert = typeof sug.item.insertText === 'string' ? sug.item.insertText : sug.item.insertText.value;
+    check(insert.startsWith('\n') && insert.split('\n').length >= 3,
+        `after "request(" the model suggested no argument lines: ${JSON.stringify(insert)} (ghost ${JSON.stringify(shown)})`);
+    await sleep(300);
+    const shot = join(out, 'vscode-bracket-lines.png');
+    await page.screenshot({ path: shot });
+    const args = insert.split('\n').slice(1, -1).filter((l) => l.trim());
+    check(args.every((l) => shown.includes(l.trim())), `the ghost text ${JSON.stringify(shown)} does not show every argument line of ${JSON.stringify(insert)}`);
+    const atTab = await value();
+    await page.keyboard.press('Tab');
+    await sleep(300);
+    const after = await value();
+    const expected = atTab.replace(/request\(\)$/, `request(${insert})`);
+    check(after === expected, `after Tab the buffer is not the suggestion applied once:\n--- expected tail\n${expected.slice(-300)}\n--- got tail\n${after.slice(-300)}`);
+    const lines = after.split('\n');
+    check(lines[lines.length - 1] === '    )', `the ")" is not on a line of its own at the opener's indentation: ${JSON.stringify(lines.slice(-3))}`);
+    check(args.every((l) => /^ {8}\S/.test(l)), `argument lines not at 8 spaces: ${JSON.stringify(args)}`);
+    await evaluate((text) => window.harness.editor().getModel().setValue(text), before);
+    return { insertText: insert, ghost: shown, retries, screenshot: shot };
+}
+
 // ----------------------------------------------------------------------------- run
 
 const results = [];
 let failed = 0;
 try {
-    for (const [name, fn] of [['accept', accept], ['accept-next', acceptNext], ['type-through', typeThrough], ['type-away', typeAway], ['code-action', codeAction], ['cursor-rest', cursorRest], ['suggest-widget', suggestWidget], ['editor-model', editorModel]]) {
+    for (const [name, fn] of [['accept', accept], ['accept-next', acceptNext], ['type-through', typeThrough], ['type-away', typeAway], ['code-action', codeAction], ['cursor-rest', cursorRest], ['suggest-widget', suggestWidget], ['editor-model', editorModel], ['bracket-lines', bracketLines]]) {
         if (only && !only.split(',').includes(name)) continue;
         const started = Date.now();
         try {

@@ -302,6 +302,35 @@ def test_accept_the_next_argument_line_above_a_split_closer():
     assert plan_accept(body, typed, right, buf, cursor, "\n        params=params,\n    )")[1] == "closers"
 
 
+def test_accept_argument_lines_right_after_the_opener():
+    """At ``request(|)`` the server suggests the arguments on lines of their own, ending
+    with a line break and the closer's indentation (the ``)`` stays right of the cursor and
+    lands below them): Tab gives the document that typing gives, and typing on finishes it."""
+    from fastcoder_bench.replay import closers_after, plan_accept, rest_keys
+
+    before, after = "async def head(self, url):\n    ", "\n"
+    body = "return self.request(\n        url,\n        params=params,\n    )\n"
+    typed = len("return self.request(")
+    right = closers_after(body, 0, typed, "")
+    assert right == ")"
+    buf = buffer_of(before, body, typed, right, after)
+    cursor = len(before) + typed
+    plan, why = plan_accept(body, typed, right, buf, cursor, "\n        url,\n        params=params,\n    ")
+    assert why == "", why
+    new = buf[: plan.start] + plan.insert + buf[plan.end :]
+    assert new == buffer_of(before, body, plan.at, plan.right, after)
+    new, _ = replay_keys(new, plan.start + len(plan.insert), rest_keys(body, plan.at, plan.right, script=[], seed=0),
+                         before, body, after)  # fmt: skip
+    assert new == before + body + after
+    # the first argument line alone (an early answer): Tab, then the rest is typed
+    plan, why = plan_accept(body, typed, right, buf, cursor, "\n        url,\n    ")
+    assert why == "", why
+    new = buf[: plan.start] + plan.insert + buf[plan.end :]
+    new, _ = replay_keys(new, plan.start + len(plan.insert), rest_keys(body, plan.at, plan.right, script=[], seed=0),
+                         before, body, after)  # fmt: skip
+    assert new == before + body + after
+
+
 def test_accept_a_suggestion_trimmed_before_the_auto_closed_paren():
     from fastcoder_bench.replay import plan_accept, rest_keys
 
