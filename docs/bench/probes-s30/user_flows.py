@@ -14,7 +14,12 @@ cursor, an attribute) or 4 (blocks with code below: between two functions, befor
 an else branch, a call's next argument, a test body, an except clause, a JS object, a docstring's
 Args, after a TODO, inside a loop) or 5 (C, Java, Lua, shell, Ruby, PHP, Kotlin, C++, C#, Swift) or
 6 (type hints, a dataclass field, SQL in a string, HTML, CSS, YAML, JSON, an async with, a
-closing f-string, a typing import with the names used below). Settings beyond those below
+closing f-string, a typing import with the names used below) or 7 (thirty-fifth session: right
+after an opener with its auto-closed closer right of the cursor: a call below one laid out on
+lines, ``add_argument``, ``setup``, ``subprocess.run``, a ``fetch`` options object, a returned
+dict) or 8 (the same in other places and languages: a list, a Go struct literal, a Rust
+``vec!``, a JS object, a ``def``'s parameters, one-line calls, a JSON object, a C condition).
+Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
 """
@@ -138,7 +143,57 @@ BATCH_6 = [  # thirty-second session: type hints, data formats, markup, async, a
     ("repr.py", "python", "class Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n\n    def __repr__(self):\n        return f\"Point({|})\"\n"),
     ("typing_import.py", "python", "from typing import |\n\n\ndef first(items: Sequence[T]) -> Optional[T]:\n    return items[0] if items else None\n"),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6}[BATCH]
+CLIENT = '''class Client:
+    def get(self, url, params=None, headers=None, timeout=None):
+        return self.request(
+            "GET",
+            url,
+            params=params,
+            headers=headers,
+            timeout=timeout,
+        )
+
+    def post(self, url, data=None, headers=None, timeout=None):
+        return self.request(|)
+'''
+ARGS = '''import argparse
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(description="Copy files.")
+    parser.add_argument(
+        "source",
+        help="the file to copy",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite the target",
+    )
+    parser.add_argument(|)
+    return parser
+'''
+BATCH_7 = [
+    ("client.py", "python", CLIENT),
+    ("args.py", "python", ARGS),
+    ("setup.py", "python", "from setuptools import setup\n\nsetup(|)\n"),
+    ("run.py", "python", "import subprocess\n\n\ndef build(target):\n    subprocess.run(|)\n"),
+    ("api.js", "javascript", "async function save(user) {\n  const res = await fetch(\"/api/users\", {|});\n  return res.json();\n}\n"),
+    ("dict.py", "python", "def defaults():\n    return {|}\n"),
+]
+BATCH_8 = [
+    ("items.py", "python", "COLORS = [\n    \"red\",\n    \"green\",\n]\n\nSIZES = [|]\n"),
+    ("config.go", "go", "package main\n\ntype Config struct {\n\tHost string\n\tPort int\n}\n\nfunc defaults() Config {\n\treturn Config{|}\n}\n"),
+    ("main.rs", "rust", "fn main() {\n    let names = vec![|];\n    println!(\"{:?}\", names);\n}\n"),
+    ("opts.js", "javascript", "const server = http.createServer(handler);\nconst options = {|};\nserver.listen(options);\n"),
+    ("user.py", "python", "class UserService:\n    def create_user(|):\n        pass\n"),
+    ("sort.py", "python", "def top(scores):\n    ranked = sorted(|)\n    return ranked[:3]\n"),
+    ("log.ts", "typescript", "function report(err: Error) {\n  console.error(|);\n}\n"),
+    ("hello.py", "python", "def main():\n    name = input()\n    print(|)\n"),
+    ("package.json", "json", "{\n  \"name\": \"app\",\n  \"dependencies\": {|}\n}\n"),
+    ("check.c", "c", "int check(int x) {\n    if (|) {\n        return 1;\n    }\n    return 0;\n}\n"),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
