@@ -356,6 +356,14 @@ while True:
         log["opened"].append(params["textDocument"]["uri"])
     elif method == "fastcoder/cursor":
         log["cursor"].append(params)
+    elif method == "textDocument/completion" and len(sys.argv) > 2 and sys.argv[2] == "lines":
+        # what fastcoder serve answers at "f(|": the arguments on lines of their own, as a
+        # text edit at the cursor
+        pos = params["position"]
+        send({"id": mid, "result": {"isIncomplete": True, "items": [
+            {"label": "x,", "kind": 15, "detail": "FastCoder", "insertTextFormat": 1, "filterText": "",
+             "textEdit": {"range": {"start": pos, "end": pos}, "newText": "\n    x,\n    y,\n"}},
+        ]}})
     elif method == "textDocument/completion":
         send({"id": mid, "result": {"isIncomplete": False, "items": [
             {"label": "a - b", "insertText": "a - b", "kind": 1},
@@ -433,6 +441,71 @@ def test_fake_server_roundtrip(nvim_bin: str, tmp_path: Path):
     (arg,) = edit_cmd["arguments"]
     assert arg["instruction"] == "rename add to plus"
     assert arg["range"] == {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": len("def add(a, b):")}}
+
+
+# Omni completion as a user does it: <C-x><C-o> in insert mode after "f(", then (with the
+# menu shown) <C-y>, or (one item, Neovim's default 'completeopt') <Esc>; the buffer is read
+# after that. Keys go through the typeahead, so the steps run from timers, not in the script.
+LINES_DRIVER = r"""
+local CFG = vim.fn.json_decode([==[__CONFIG__]==])
+vim.opt.runtimepath:prepend(CFG.plugin_dir)
+vim.cmd("filetype on")
+vim.o.completeopt = CFG.completeopt
+local fc = require("fastcoder")
+fc.setup({ cmd = CFG.cmd, filetypes = { "python" } })
+vim.cmd("edit " .. vim.fn.fnameescape(CFG.file))
+local bufnr = vim.api.nvim_get_current_buf()
+local result = { nvim = tostring(vim.version()) }
+local function finish()
+  local lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)
+  for i, l in ipairs(lines) do lines[i] = l:gsub("%z", "^@") end
+  result.lines, result.cursor, result.mode = lines, vim.api.nvim_win_get_cursor(0), vim.api.nvim_get_mode().mode
+  local f = io.open(CFG.out, "w"); f:write(vim.fn.json_encode(result)); f:close()
+  vim.cmd("qa!")
+end
+result.initialized = vim.wait(20000, function()
+  local c = fc.get_clients({ bufnr = bufnr })[1]
+  return c ~= nil and c.initialized == true
+end, 50)
+vim.api.nvim_win_set_cursor(0, { 1, 5 })  -- on the "(" of "y = f(a)"
+vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes("a<C-x><C-o>", true, false, true), "t", false)
+local tries = 0
+local function poll()
+  tries = tries + 1
+  if vim.fn.pumvisible() == 1 or tries > 40 then
+    result.menu = vim.fn.pumvisible() == 1
+    local key = result.menu and "<C-y>" or "<Esc>"
+    vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(key, true, false, true), "t", false)
+    vim.defer_fn(finish, 300)
+  else
+    vim.defer_fn(poll, 50)
+  end
+end
+vim.defer_fn(poll, 50)
+"""
+
+
+@pytest.mark.parametrize("completeopt", ["menu,preview", "menuone,noinsert"])
+def test_a_multi_line_item_is_inserted_as_lines(nvim_bin: str, tmp_path: Path, completeopt: str):
+    """Insert-mode completion puts a multi-line item on one line with a NUL for each line
+    break (seen on Neovim 0.7.2 until the thirty-fifth session: ``y = f(^@    x,^@    y,^@a)``);
+    the plugin splits it into lines at CompleteDone, the cursor after the inserted text."""
+    proj, _ = make_project(tmp_path)
+    src = proj / "pkg" / "call.py"
+    src.write_text("y = f(a)\nz = 1\n")
+    server = tmp_path / "fake_server.py"
+    server.write_text(FAKE_SERVER)
+    out = tmp_path / "result.json"
+    config = {"plugin_dir": str(PLUGIN_DIR), "cmd": [sys.executable, str(server), str(tmp_path / "log.json"), "lines"],
+              "file": str(src), "out": str(out), "completeopt": completeopt}  # fmt: skip
+    script = tmp_path / "lines.lua"
+    script.write_text(LINES_DRIVER.replace("__CONFIG__", json.dumps(config)))
+    rc, stdout, stderr = run_nvim(nvim_bin, script, proj, tmp_path / "nvim-state", timeout=120)
+    res = read_result(out, rc, stdout, stderr)
+    assert res["initialized"], res
+    assert res["menu"] == (completeopt == "menuone,noinsert"), res
+    assert res["lines"] == ["y = f(", "    x,", "    y,", "a)", "z = 1"], res
+    assert res["cursor"] == [4, 0], res
 
 
 def test_completion_with_real_server(nvim_bin: str, tmp_path: Path, request: pytest.FixtureRequest):

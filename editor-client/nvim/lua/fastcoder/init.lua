@@ -290,11 +290,47 @@ local function map(bufnr, lhs, rhs, desc, opts)
   vim.keymap.set("i", lhs, rhs, opts)
 end
 
+--- Insert-mode completion cannot insert a line break: a multi-line item (a block, or a call's
+--- arguments on lines of their own) lands on one line with a NUL byte for each break (shown
+--- as "^@"), as Neovim 0.7's omnifunc inserts the item's text as the completion word. At
+--- CompleteDone, with the cursor right after the inserted text: split the line at those NULs
+--- and put the cursor at the end of the inserted text. Returns whether it did; nothing
+--- happens where the text before the cursor is not the item's (Neovim inserted the lines).
+function M.split_completed_lines(bufnr, word)
+  if type(word) ~= "string" then
+    return false
+  end
+  word = word:gsub("%z", "\n")
+  if not word:find("\n", 1, true) then
+    return false
+  end
+  local row, col = unpack(vim.api.nvim_win_get_cursor(0))
+  local line = vim.api.nvim_buf_get_lines(bufnr, row - 1, row, false)[1] or ""
+  local inserted = word:gsub("\n", "\0")
+  if col < #inserted or line:sub(col - #inserted + 1, col) ~= inserted then
+    return false
+  end
+  local parts = vim.split(line:sub(1, col - #inserted) .. word, "\n", { plain = true })
+  local last = parts[#parts]
+  parts[#parts] = last .. line:sub(col + 1)
+  vim.api.nvim_buf_set_lines(bufnr, row - 1, row, false, parts)
+  vim.api.nvim_win_set_cursor(0, { row + #parts - 1, #last })
+  return true
+end
+
 local function on_attach(client, bufnr)
   local cfg = M.config
   local km = cfg.keymaps or {}
   if cfg.omnifunc then
     vim.bo[bufnr].omnifunc = "v:lua.vim.lsp.omnifunc"
+    vim.api.nvim_create_autocmd("CompleteDone", {
+      group = vim.api.nvim_create_augroup("FastCoderComplete" .. bufnr, { clear = true }),
+      buffer = bufnr,
+      desc = "FastCoder: a multi-line completion as lines",
+      callback = function()
+        M.split_completed_lines(bufnr, (vim.v.completed_item or {}).word)
+      end,
+    })
   end
   if cfg.inline_completion and M.has_inline_completion() then
     local ic = vim.lsp.inline_completion
