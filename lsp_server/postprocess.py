@@ -5,6 +5,9 @@
     (``foo(a, b)`` + ``)`` right of the cursor gives ``a, b``); when the rest is only
     auto-closed brackets and quotes that the suggestion closes before writing more
     (``me}!")`` at ``f"{na|}")``), it is cut where it closes them (``me``);
+  - ``line`` mode: a suggestion that closes a bracket which the code right of the cursor
+    closes too, more than the cursor's line leaves open (``params=params)`` at
+    ``get(url, |timeout=5)``), becomes nothing;
   - ``line`` mode right after an opening bracket whose auto-closed closer starts the rest of
     the line (``request(|)``): a suggestion that starts with a line break is the bracket's
     contents on lines of their own, and ends with a line break and the indentation the
@@ -121,6 +124,31 @@ def opened_body(text: str, ctx: CursorContext) -> str | None:
     if not lines:
         return ""
     return "\n" + "\n".join(lines) + ("" if tail is None else "\n" + tail)
+
+
+def bracket_balance(code: str) -> tuple[int, int]:
+    """(closers, openers): how many closing brackets of ``code`` close what it did not open
+    itself, and how many of its opening brackets it leaves open (brackets in strings do
+    not count)."""
+    depth = BracketDepth()
+    least = 0
+    for c in code:
+        depth.feed(c)
+        least = min(least, depth.depth)
+    return -least, depth.depth - least
+
+
+def closes_twice(text: str, ctx: CursorContext) -> bool:
+    """Whether a one-line suggestion ``text`` closes a bracket that the code right of the
+    cursor closes too, more than the cursor's line leaves open: ``params=params)`` at
+    ``requests.get(url, |timeout=5)`` (the thirty-fifth session's user flows) would leave
+    ``params=params)timeout=5)``, while ``a), `` at ``f(g(|x)`` gives ``f(g(a), x)``. What
+    overlaps the rest's start was trimmed before (``a, b)`` at ``f(|b)`` is ``a, ``)."""
+    closes = bracket_balance(text)[0]
+    if not text.strip() or not closes:
+        return False
+    rest_closes = bracket_balance(ctx.line_suffix)[0]
+    return rest_closes > 0 and closes + rest_closes > bracket_balance(ctx.line_prefix)[1]
 
 
 def _in_order(needle: str, hay: str) -> bool:
@@ -323,9 +351,14 @@ def finalize(text: str, ctx: CursorContext, *, indent_unit: str | None = None, k
         trimmed = trim_overlap(text.rstrip(), rest)
         if trimmed == text.rstrip():
             trimmed = cut_before_closers(trimmed, rest.strip())
-        if trimmed != text.rstrip() or not rest or rest[:1].isspace() or rest[:1] in CLOSERS:
+        code_follows = bool(rest[:1]) and not rest[:1].isspace() and rest[:1] not in CLOSERS
+        if not code_follows:
             text = trimmed.rstrip()
+        elif trimmed != text.rstrip():
+            text = trimmed  # "a, " of "a, b)" at "f(|b)": the space before "b" stays
         # else ("return |x"): keep a trailing space, it separates the suggestion from "x"
+        if closes_twice(text, ctx):
+            text = ""
     else:
         lines = [ln.rstrip() for ln in text.split("\n")]
         while len(lines) > 1 and not lines[-1].strip():

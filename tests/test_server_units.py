@@ -178,6 +178,23 @@ def test_suffix_deduplication_in_line_mode():
     assert finalize("values)\n    return total", c) == "values"
 
 
+def test_a_one_line_suggestion_never_closes_what_the_code_right_of_the_cursor_closes():
+    """``params=params)`` at ``requests.get(url, |timeout=5)`` (thirty-fifth session's user
+    flows, qwen2.5-coder-0.5b) would leave ``params=params)timeout=5)``: nothing is shown. A
+    closer the rest of the line does not close (a comment follows) stays, and an inserted
+    argument keeps the space before the code it precedes."""
+    c = ctx_at("resp = requests.get(url, |timeout=5)\n")
+    assert finalize("params=params)", c) == ""
+    assert finalize("params=params, ", c) == "params=params, "
+    assert finalize("h=(1, 2), ", c) == "h=(1, 2), "  # balanced brackets of its own
+    assert finalize(', b)', ctx_at("x = f(a|  # c\n")) == ", b)"
+    assert finalize("a, b)", ctx_at("x = f(|b)\n")) == "a, "
+    assert finalize('")", ', ctx_at("x = f(|b)\n")) == '")", '  # in a string: not a closer
+    assert finalize("b)", ctx_at("x = (a + |) * 2\n")) == "b"  # the overlap with the rest is trimmed
+    assert finalize("a), ", ctx_at("y = f(g(|x)\n")) == "a), "  # the line leaves two open
+    assert finalize("c)", ctx_at("x = foo(\n    a, |b)\n")) == ""  # opened on the line above
+
+
 def test_a_suggestion_that_closes_the_auto_closed_brackets_and_goes_on_is_cut_where_it_closes_them():
     # inserted whole, each would leave the closers twice: {name}!")}")  [1, 2, 3]  # n]
     assert finalize('me}!")', ctx_at('    print(f"Hello, {na|}")\n')) == "me"

@@ -18,7 +18,9 @@ closing f-string, a typing import with the names used below) or 7 (thirty-fifth 
 after an opener with its auto-closed closer right of the cursor: a call below one laid out on
 lines, ``add_argument``, ``setup``, ``subprocess.run``, a ``fetch`` options object, a returned
 dict) or 8 (the same in other places and languages: a list, a Go struct literal, a Rust
-``vec!``, a JS object, a ``def``'s parameters, one-line calls, a JSON object, a C condition).
+``vec!``, a JS object, a ``def``'s parameters, one-line calls, a JSON object, a C condition)
+or 9 (code right of the cursor: an argument inserted before others, a method chain, a
+ternary's else, a comment's end, an empty call, indexing, a lambda).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -193,7 +195,19 @@ BATCH_8 = [
     ("package.json", "json", "{\n  \"name\": \"app\",\n  \"dependencies\": {|}\n}\n"),
     ("check.c", "c", "int check(int x) {\n    if (|) {\n        return 1;\n    }\n    return 0;\n}\n"),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8}[BATCH]
+BATCH_9 = [
+    ("insert_arg.py", "python", "def area(w, h):\n    return w * h\n\n\nprint(area(3, |))\n"),
+    ("before_arg.py", "python", "import os\n\npath = os.path.join(|, \"data.txt\")\n"),
+    ("method_chain.js", "javascript", "const names = users\n  .filter((u) => u.active)\n  .|\n"),
+    ("kwargs.py", "python", "import requests\n\nresp = requests.get(url, |timeout=5)\n"),
+    ("ternary.py", "python", "def sign(x):\n    return 1 if x > 0 else |\n"),
+    ("comment_end.py", "python", "def total(xs):\n    s = 0  # running |\n    for x in xs:\n        s += x\n    return s\n"),
+    ("empty_call.py", "python", "import time\n\nstart = time.time(|)\n"),
+    ("index.py", "python", "def last(xs):\n    return xs[|]\n"),
+    ("nested.py", "python", "data = {\"users\": [{\"name\": \"a\"}]}\nfirst = data[\"users\"][0][|]\n"),
+    ("lambda.py", "python", "pairs = [(1, 'b'), (2, 'a')]\npairs.sort(key=lambda p: |)\n"),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
