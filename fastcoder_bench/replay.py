@@ -9,7 +9,10 @@ simulated clock:
 * inter-key gaps are drawn (seeded) from a log-normal around 130 ms, with longer
   pauses after word boundaries and at the start of a line;
 * the editor auto-indents after Enter (the next line's indentation arrives with the
-  newline) and auto-closes ``()[]{}`` (typing the closer later steps over it); Enter right
+  newline) and auto-closes ``()[]{}`` and quotes as VS Code's Python configuration does
+  (not in strings, ``'`` not in comments, not after a word character other than a string
+  prefix, not a third quote in a row; typing the closer later steps over it; checked in VS
+  Code's own editor by the browser scenario ``editor-model``); Enter right
   after an opener whose closer it auto-inserted splits the brackets as VS Code does
   (its ``IndentOutdent`` rule): the closer goes to a line of its own below the cursor, so
   the arguments' lines have nothing right of the cursor, and the user later moves down
@@ -120,6 +123,11 @@ from fastcoder_bench.output import recording
 DEBOUNCE_S = 0.150
 DEFAULT_LAYOUT = "default"  # the prompt layout the server picks itself (no promptLayout option sent)
 CLOSERS = {"(": ")", "[": "]", "{": "}"}
+QUOTES = "\"'"
+QUOTE_PREFIXES = "rRuUfFbB"
+"""Python's string prefixes: VS Code's Python language configuration pairs ``f"``, ``b'``
+and the like, so a quote after one of them is auto-closed although a word character
+precedes it."""
 
 
 # ------------------------------------------------------------------------------ the task
@@ -239,6 +247,47 @@ def _units(right: str) -> list[str]:
     return units
 
 
+def _lex_state(text: str) -> str:
+    """Where Python code ``text`` leaves its end: ``code``, ``comment`` or ``string``
+    (escapes and triple quotes followed; prefixes need nothing). What VS Code's tokenizer
+    tells its auto-closing rules (``notIn: string / comment``) as the body is typed."""
+    state, quote, i = "code", "", 0
+    while i < len(text):
+        c = text[i]
+        if state == "comment":
+            state = "code" if c == "\n" else state
+        elif state == "string":
+            if c == "\\":
+                i += 1
+            elif text.startswith(quote, i):
+                state, i = "code", i + len(quote) - 1
+            elif c == "\n" and len(quote) == 1:
+                state = "code"  # an unterminated one-line string ends with its line
+        elif c == "#":
+            state = "comment"
+        elif c in QUOTES:
+            quote = c * 3 if text.startswith(c * 3, i) else c
+            state, i = "string", i + len(quote) - 1
+        i += 1
+    return state
+
+
+def _auto_closes_quote(body: str, i: int) -> bool:
+    """Whether VS Code auto-closes the quote typed at ``body[i]`` (Python's language
+    configuration, checked in VS Code's own editor by the browser scenario ``editor-model``):
+    not inside a string (``'`` not in a comment either), not right after a word character
+    unless it is a string prefix (``f"``, ``rb"``), and not as the third of three quotes in a
+    row (a triple-quoted string is not closed for the user)."""
+    q = body[i]
+    state = _lex_state(body[:i])
+    if state == "string" or (q == "'" and state == "comment"):
+        return False
+    before = body[i - 1] if i else " "
+    if (before.isalnum() or before == "_") and before not in QUOTE_PREFIXES:
+        return False
+    return body[max(0, i - 2) : i] != q * 2
+
+
 def _split(body: str, i: int, pending: list[str], keys: list[Key]) -> str:
     """The split that Enter at ``body[i]`` makes (``"\\n" + indentation``), or ``""``.
 
@@ -279,9 +328,11 @@ def _split(body: str, i: int, pending: list[str], keys: list[Key]) -> str:
 def _script(body: str, start: int = 0, right: str = "", autoclose: bool = True, stop: int | None = None) -> list[Key]:
     """``body[start:stop]`` as editor events (gaps 0), with ``right`` (auto-closers and
     splits, :func:`_units`) already right of the cursor: characters, Enter +
-    auto-indent, auto-closed brackets (typing a closer that is the nearest pending one
-    steps over it), Enter between an opener and its auto-closer splitting them
-    (:func:`_split`; the body's whole text is read for it, not only up to ``stop``)."""
+    auto-indent, auto-closed brackets and quotes (quotes as VS Code's Python
+    configuration closes them, :func:`_auto_closes_quote`; typing a closer that is the
+    nearest pending one steps over it), Enter between an opener and its auto-closer
+    splitting them (:func:`_split`; the body's whole text is read for it, not only up to
+    ``stop``)."""
     keys: list[Key] = []
     pending = _units(right)  # auto-inserted closers (and splits) right of the cursor, nearest first
     end = len(body) if stop is None else stop
@@ -304,12 +355,13 @@ def _script(body: str, start: int = 0, right: str = "", autoclose: bool = True, 
             keys.append(Key(chunk, chunk + split, len(chunk), 0.0, i, "".join(pending)))
             i = j
             continue
-        if pending and c == pending[0]:
-            pending.pop(0)
+        if pending and c == pending[0] and not (c in QUOTES and body[i - 1 : i] == "\\"):
+            pending.pop(0)  # typed over (an escaped quote is not)
             keys.append(Key(c, "", 1, 0.0, i, "".join(pending)))
-        elif autoclose and c in CLOSERS:
-            pending.insert(0, CLOSERS[c])
-            keys.append(Key(c, c + CLOSERS[c], 1, 0.0, i, "".join(pending)))
+        elif autoclose and (c in CLOSERS or (c in QUOTES and _auto_closes_quote(body, i))):
+            close = CLOSERS.get(c, c)
+            pending.insert(0, close)
+            keys.append(Key(c, c + close, 1, 0.0, i, "".join(pending)))
         else:
             keys.append(Key(c, c, 1, 0.0, i, "".join(pending)))
         i += 1
@@ -327,7 +379,7 @@ def _gap(rng: random.Random, typed: str) -> float:
 
 
 def keystrokes(body: str, rng: random.Random, autoclose: bool = True) -> list[Key]:
-    """The body as editor events: characters, Enter + auto-indent, auto-closed brackets."""
+    """The body as editor events: characters, Enter + auto-indent, auto-closed brackets and quotes."""
     keys = _script(body, 0, "", autoclose)
     for k in keys:
         k.gap = _gap(rng, k.typed)
@@ -1351,7 +1403,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--accept-delay-ms", type=float, default=1000.0,
                     help="with --accept: real time the user takes to read a suggestion before Tab (default 1000 ms; "
                          "0: at once, the hardest case for the background suggestion)")
-    ap.add_argument("--no-autoclose", action="store_true", help="the editor does not auto-close brackets")
+    ap.add_argument("--no-autoclose", action="store_true", help="the editor does not auto-close brackets or quotes")
     ap.add_argument("--open-at-top", type=float, default=0.0, metavar="SECONDS",
                     help="the editor opens each file with the cursor at its top for SECONDS (real time), then jumps "
                          "to the function: the first request is then one after a jump inside an open document (default 0: "

@@ -794,9 +794,11 @@ async function suggestWidget() {
  * models it; the benchmarks' figures are only as true as that model): Enter right after an
  * auto-closed `(` splits the pair, the `)` going to a line of its own at the opener line's
  * indentation, the cursor on an indented line between with nothing right of it; Enter at an
- * argument line's end keeps the `)` below. (Quotes are not checked: this page sets
- * `editor.autoClosingQuotes: never`; VS Code's default auto-closes them, which the replay
- * does not model.) The document is put back as it was.
+ * argument line's end keeps the `)` below. Quotes with VS Code's default
+ * (`editor.autoClosingQuotes: languageDefined`, which this page turns off elsewhere): closed
+ * where the replay's model closes them and typed over, not in strings, comments (`'`), after
+ * a word character other than a string prefix, or as a third quote. The document is put
+ * back as it was.
  */
 async function editorModel() {
     const before = await value();
@@ -824,8 +826,38 @@ async function editorModel() {
     const next = await line();
     check(next.right === '' && next.left === ' '.repeat(8) && next.below === '    )',
         `Enter after an argument: ${JSON.stringify(next)}`);
+    // Quotes, with VS Code's default (this page turns them off for its typed docstrings):
+    // what fastcoder_bench/replay.py::_auto_closes_quote assumes, one line each
+    await evaluate(() => window.harness.editor().updateOptions({ autoClosingQuotes: 'languageDefined' }));
+    const quotes = [];
+    const cases = [
+        [['x = "'], '"'], // closed
+        [['x = "', 'GET"'], ''], // typed over
+        [['x = "GET", f"'], '"'], // after a string prefix
+        [['x = "GET", f"a"'], ''],
+        [['d = don\''], ''], // not after a word character
+        [['h = print(x"'], ')'],
+        [['c = 1  # \''], ''], // a single quote not in a comment
+        [['k = 1  # "'], '"'], // a double quote is
+        [['y = "it\''], '"'], // not in a string
+        [['e = "a\\"'], '"'], // an escaped quote is not typed over
+        [['p = "a('], ')"'], // brackets are, in a string too
+        [['u = """'], ''], // the third of three quotes (last: the string stays open)
+    ];
+    for (const [keys, right] of cases) {
+        await page.keyboard.press('Escape');
+        await page.keyboard.press('End');
+        await page.keyboard.press('Enter');
+        for (const k of keys) await page.keyboard.type(k, { delay: 15 });
+        await page.keyboard.press('Escape');
+        const got = await line();
+        quotes.push({ typed: keys.join(''), left: got.left, right: got.right });
+        check(got.right === right, `typing ${JSON.stringify(keys.join(''))}: right of the cursor ${JSON.stringify(got.right)}, the replay assumes ${JSON.stringify(right)}`);
+        await page.keyboard.press('End');
+    }
+    await evaluate(() => window.harness.editor().updateOptions({ autoClosingQuotes: 'never' }));
     await evaluate((text) => window.harness.editor().getModel().setValue(text), before);
-    return { opened, split, next };
+    return { opened, split, next, quotes };
 }
 
 /**

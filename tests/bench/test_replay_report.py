@@ -271,6 +271,24 @@ def test_enter_between_brackets_splits_them_as_vs_code_does():
     assert replay_keys("", 0, keys, "", body, "")[0] == body
 
 
+def test_quotes_close_as_vs_code_closes_them():
+    """The replay's editor closes quotes where VS Code's own editor does with Python's
+    language configuration (the same cases, checked there by the browser scenario
+    ``editor-model``), types over them, and the document typed is the body."""
+    from fastcoder_bench.replay import _script, closers_after
+
+    cases = [
+        ('x = "', '"'), ('x = "GET"', ""), ('x = "GET", f"', '"'), ('x = "GET", f"a"', ""),
+        ("d = don'", ""), ('h = print(x"', ")"), ("c = 1  # '", ""), ('k = 1  # "', '"'),
+        ("y = \"it'", '"'), ('e = "a\\"', '"'), ('p = "a(', ')"'), ('u = """', ""),
+    ]
+    for typed, right in cases:
+        assert closers_after(typed, 0, len(typed), "") == right, typed
+    assert closers_after('x = "a"', 0, 7, "", autoclose=False) == ""
+    for body in ('x = "GET", f"{a}"\n', 'd = "it\'s"  # don\'t\n', 'u = """doc\n    more"""\ny = 1\n', 'e = "a\\"b"\n'):
+        assert replay_keys("", 0, _script(body), "", body, "")[0] == body, body
+
+
 def test_enter_keeps_the_closer_where_the_body_does_not_split():
     """A closer the body writes at the end of an argument line (or at another
     indentation) stays right of the cursor, as before the split was modelled."""
