@@ -118,11 +118,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from fastcoder.stops import OPEN_BRACKETS
 from fastcoder_bench.output import recording
 
 DEBOUNCE_S = 0.150
 DEFAULT_LAYOUT = "default"  # the prompt layout the server picks itself (no promptLayout option sent)
-CLOSERS = {"(": ")", "[": "]", "{": "}"}
+CLOSERS = OPEN_BRACKETS  # an opener -> the closer the editor inserts after it
 QUOTES = "\"'"
 QUOTE_PREFIXES = "rRuUfFbB"
 """Python's string prefixes: VS Code's Python language configuration pairs ``f"``, ``b'``

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import re
 
-from fastcoder.stops import BracketDepth
-from lsp_server.prompt import AUTO_CLOSERS, OPENERS, CursorContext
+from fastcoder.stops import CLOSE_BRACKETS, BracketDepth
+from lsp_server.prompt import AUTO_CLOSERS, CursorContext
 from lsp_server.stops import LINE_COMMENTS, TAB_WIDTH, indent_width
 
 CLOSERS = set(")]}>\"'`;:,")
@@ -80,8 +80,8 @@ def cut_before_closers(text: str, rest: str) -> str:
     first = rest[0]
     depth = 0
     for i, c in enumerate(text):
-        if first in OPENERS:
-            if c == OPENERS[first]:
+        if first in CLOSE_BRACKETS:
+            if c == CLOSE_BRACKETS[first]:
                 depth += 1
             elif c == first:
                 if depth == 0:
@@ -126,6 +126,10 @@ def opened_body(text: str, ctx: CursorContext) -> str | None:
     return "\n" + "\n".join(lines) + ("" if tail is None else "\n" + tail)
 
 
+BALANCE_CHARS = 4000
+"""How much of the cursor's line, each side of the cursor, :func:`closes_twice` reads."""
+
+
 def bracket_balance(code: str) -> tuple[int, int]:
     """(closers, openers): how many closing brackets of ``code`` close what it did not open
     itself, and how many of its opening brackets it leaves open (brackets in strings do
@@ -147,8 +151,9 @@ def closes_twice(text: str, ctx: CursorContext) -> bool:
     closes = bracket_balance(text)[0]
     if not text.strip() or not closes:
         return False
-    rest_closes = bracket_balance(ctx.line_suffix)[0]
-    return rest_closes > 0 and closes + rest_closes > bracket_balance(ctx.line_prefix)[1]
+    # the line's code near the cursor (a minified line may run to hundreds of kilobytes)
+    rest_closes = bracket_balance(ctx.line_suffix[:BALANCE_CHARS])[0]
+    return rest_closes > 0 and closes + rest_closes > bracket_balance(ctx.line_prefix[-BALANCE_CHARS:])[1]
 
 
 def _in_order(needle: str, hay: str) -> bool:

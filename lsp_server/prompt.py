@@ -64,6 +64,7 @@ from typing import Any, Sequence
 
 from fastcoder.models import FimTokens
 from fastcoder import tokens
+from fastcoder.stops import CLOSE_BRACKETS
 from fastcoder.tokens import TokenInfo
 from lsp_server.documents import tokenizable
 
@@ -72,9 +73,6 @@ DEFAULT_LAYOUT = "anchored"
 AUTO_CLOSERS = set(")]}\"'`")
 """What an editor puts right of the cursor by itself after an opener (auto-closed brackets and
 quotes); the prompt, the remembered answers and post-processing all go by it."""
-
-OPENERS = {")": "(", "]": "[", "}": "{"}
-"""The opening bracket of each closing one."""
 
 # characters per token is rarely above this; used to avoid tokenizing a whole huge file
 _MAX_CHARS_PER_TOKEN = 12
@@ -120,9 +118,9 @@ class CursorContext:
         after the user typed the opener. Else "". A suggestion here may lay the bracket's
         contents out on lines of their own (:func:`fastcoder.stops.opened_lines`)."""
         rest = self.line_suffix.strip()
-        if not rest or rest[0] not in OPENERS or any(c not in AUTO_CLOSERS and c not in ";:," for c in rest):
+        if not rest or rest[0] not in CLOSE_BRACKETS or any(c not in AUTO_CLOSERS and c not in ";:," for c in rest):
             return ""
-        return rest if self.line_prefix.rstrip().endswith(OPENERS[rest[0]]) else ""
+        return rest if self.line_prefix.rstrip().endswith(CLOSE_BRACKETS[rest[0]]) else ""
 
     @property
     def indent(self) -> str:
