@@ -130,16 +130,16 @@ BALANCE_CHARS = 4000
 """How much of the cursor's line, each side of the cursor, :func:`closes_twice` reads."""
 
 
-def bracket_balance(code: str) -> tuple[int, int]:
-    """(closers, openers): how many closing brackets of ``code`` close what it did not open
-    itself, and how many of its opening brackets it leaves open (brackets in strings do
-    not count)."""
+def bracket_balance(code: str) -> tuple[int, int, bool]:
+    """(closers, openers, in a string): how many closing brackets of ``code`` close what it
+    did not open itself, how many of its opening brackets it leaves open (brackets in
+    strings do not count), and whether it ends inside a string literal."""
     depth = BracketDepth()
     least = 0
     for c in code:
         depth.feed(c)
         least = min(least, depth.depth)
-    return -least, depth.depth - least
+    return -least, depth.depth - least, bool(depth.quote)
 
 
 def closes_twice(text: str, ctx: CursorContext) -> bool:
@@ -152,8 +152,11 @@ def closes_twice(text: str, ctx: CursorContext) -> bool:
     if not text.strip() or not closes:
         return False
     # the line's code near the cursor (a minified line may run to hundreds of kilobytes)
+    _, opened, in_string = bracket_balance(ctx.line_prefix[-BALANCE_CHARS:])
+    if in_string:  # inside a literal (an f-string's ``{|}``): its brackets are not the line's
+        return False
     rest_closes = bracket_balance(ctx.line_suffix[:BALANCE_CHARS])[0]
-    return rest_closes > 0 and closes + rest_closes > bracket_balance(ctx.line_prefix[-BALANCE_CHARS:])[1]
+    return rest_closes > 0 and closes + rest_closes > opened
 
 
 def _in_order(needle: str, hay: str) -> bool:

@@ -64,7 +64,7 @@ from typing import Any, Sequence
 
 from fastcoder.models import FimTokens
 from fastcoder import tokens
-from fastcoder.stops import CLOSE_BRACKETS
+from fastcoder.stops import CLOSE_BRACKETS, BracketDepth
 from fastcoder.tokens import TokenInfo
 from lsp_server.documents import tokenizable
 
@@ -120,7 +120,11 @@ class CursorContext:
         rest = self.line_suffix.strip()
         if not rest or rest[0] not in CLOSE_BRACKETS or any(c not in AUTO_CLOSERS and c not in ";:," for c in rest):
             return ""
-        return rest if self.line_prefix.rstrip().endswith(CLOSE_BRACKETS[rest[0]]) else ""
+        if not self.line_prefix.rstrip().endswith(CLOSE_BRACKETS[rest[0]]):
+            return ""
+        line = BracketDepth()
+        line.feed(self.line_prefix[-4000:])
+        return "" if line.quote else rest  # not an f-string's ``{|}``: that stays one line
 
     @property
     def indent(self) -> str:

@@ -193,6 +193,8 @@ def test_a_one_line_suggestion_never_closes_what_the_code_right_of_the_cursor_cl
     assert finalize("b)", ctx_at("x = (a + |) * 2\n")) == "b"  # the overlap with the rest is trimmed
     assert finalize("a), ", ctx_at("y = f(g(|x)\n")) == "a), "  # the line leaves two open
     assert finalize("c)", ctx_at("x = foo(\n    a, |b)\n")) == ""  # opened on the line above
+    # inside an f-string the brackets are the literal's: left to the closers' trimming
+    assert finalize('self.x}, {self.y})"', ctx_at('return f"Point({|})"\n')) == "self.x}, {self.y"
 
 
 def test_a_suggestion_that_closes_the_auto_closed_brackets_and_goes_on_is_cut_where_it_closes_them():
@@ -474,7 +476,7 @@ def test_a_brackets_contents_may_take_lines_of_their_own():
     js = ctx_at('async function save(u) {\n  const r = await fetch("/u", {|});\n}\n')
     assert js.opened == "});"
     assert finalize('\n    method: "POST",\n    body: "}",\n  ', js, indent_unit="  ") == '\n    method: "POST",\n    body: "}",\n  '
-    for text in ("x = f(a|)", "x = f(|a)", 'x = "|"', "x = f(|) + 1", "x = [|)"):  # not right after the opener of what follows
+    for text in ("x = f(a|)", "x = f(|a)", 'x = "|"', "x = f(|) + 1", "x = [|)", 'x = f"({|})"'):  # not right after the opener of what follows, or in a string
         assert ctx_at(text).opened == "", text
     assert make_stop_fn("line", "x = f(")("\n    a,\n)\n") == 0  # without ``opened``: the first newline, as before
     last = Suggestion(c.prefix, c.suffix, c.mode, '\n            "POST",\n            url,\n        ')
