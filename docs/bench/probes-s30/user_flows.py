@@ -20,7 +20,9 @@ lines, ``add_argument``, ``setup``, ``subprocess.run``, a ``fetch`` options obje
 dict) or 8 (the same in other places and languages: a list, a Go struct literal, a Rust
 ``vec!``, a JS object, a ``def``'s parameters, one-line calls, a JSON object, a C condition)
 or 9 (code right of the cursor: an argument inserted before others, a method chain, a
-ternary's else, a comment's end, an empty call, indexing, a lambda).
+ternary's else, a comment's end, an empty call, indexing, a lambda) or 10 (after an opener in
+other languages and places: a JS template's ``${|}``, a Go ``if``'s braces, a TS arrow body,
+a Rust ``match``, a Java class body, a JSON array; calls inside calls).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -207,7 +209,19 @@ BATCH_9 = [
     ("nested.py", "python", "data = {\"users\": [{\"name\": \"a\"}]}\nfirst = data[\"users\"][0][|]\n"),
     ("lambda.py", "python", "pairs = [(1, 'b'), (2, 'a')]\npairs.sort(key=lambda p: |)\n"),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9}[BATCH]
+BATCH_10 = [
+    ("tmpl.js", "javascript", "function greet(user) {\n  return `Hello, ${|}`;\n}\n"),
+    ("if.go", "go", "package main\n\nfunc abs(x int) int {\n\tif x < 0 {|}\n\treturn x\n}\n"),
+    ("arrow.ts", "typescript", "export const handler = async (event: Event) => {|};\n"),
+    ("match.rs", "rust", "fn name(n: u8) -> &'static str {\n    match n {|}\n}\n"),
+    ("call_in_arg.py", "python", "import os\n\nfiles = sorted(os.listdir(|))\n"),
+    ("dict_get.py", "python", "def port(cfg):\n    return int(cfg.get(|, 8080))\n"),
+    ("class_body.java", "java", "public class Point {|}\n"),
+    ("fmt.py", "python", "def show(name, n):\n    print(\"{}: {}\".format(|))\n"),
+    ("json_arr.json", "json", "{\n  \"files\": [|]\n}\n"),
+    ("nested_call.py", "python", "import json\n\n\ndef save(data, path):\n    with open(path, \"w\") as f:\n        json.dump(|)\n"),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
