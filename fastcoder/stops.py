@@ -310,10 +310,11 @@ class BracketDepth:
     Brackets inside string literals (``"``, ``'``, `````) do not count; a literal ends at
     its line's end at the latest (the scan is per line, not a parser: a triple-quoted or
     multi-line template string is read as lines). ``closed_at``: where, in the text read,
-    the depth first went below zero (None before)."""
+    the depth first went below zero (None before); ``least``: the lowest depth reached."""
 
     def __init__(self) -> None:
         self.depth = 0
+        self.least = 0
         self.quote = ""
         self.escaped = False
         self.read = 0
@@ -323,8 +324,6 @@ class BracketDepth:
         """Read ``text``; the index (in all the text read) where the depth first went below
         zero, once it has."""
         for c in text:
-            if self.closed_at is not None:
-                break
             i, self.read = self.read, self.read + 1
             if c == "\n":
                 self.quote, self.escaped = "", False
@@ -341,8 +340,10 @@ class BracketDepth:
                 self.depth += 1
             elif c in CLOSE_BRACKETS:
                 self.depth -= 1
-                if self.depth < 0:
-                    self.closed_at = i
+                if self.depth < self.least:
+                    self.least = self.depth
+                    if self.closed_at is None:
+                        self.closed_at = i
         return self.closed_at
 
 

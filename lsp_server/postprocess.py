@@ -135,11 +135,8 @@ def bracket_balance(code: str) -> tuple[int, int, bool]:
     did not open itself, how many of its opening brackets it leaves open (brackets in
     strings do not count), and whether it ends inside a string literal."""
     depth = BracketDepth()
-    least = 0
-    for c in code:
-        depth.feed(c)
-        least = min(least, depth.depth)
-    return -least, depth.depth - least, bool(depth.quote)
+    depth.feed(code)
+    return -depth.least, depth.depth - depth.least, bool(depth.quote)
 
 
 def closes_twice(text: str, ctx: CursorContext) -> bool:

@@ -193,6 +193,9 @@ def test_a_one_line_suggestion_never_closes_what_the_code_right_of_the_cursor_cl
     assert finalize("b)", ctx_at("x = (a + |) * 2\n")) == "b"  # the overlap with the rest is trimmed
     assert finalize("a), ", ctx_at("y = f(g(|x)\n")) == "a), "  # the line leaves two open
     assert finalize("c)", ctx_at("x = foo(\n    a, |b)\n")) == ""  # opened on the line above
+    # a line that closes the call above and opens another: its opener is counted too
+    assert finalize("c), ", ctx_at("x = foo(\n    a), g(h(|x)\n")) == "c), "  # g(h(c), x)
+    assert finalize("c), ", ctx_at("x = foo(\n    a), g(h(|x))\n")) == ""  # the rest closes both already
     # inside an f-string the brackets are the literal's: left to the closers' trimming
     assert finalize('self.x}, {self.y})"', ctx_at('return f"Point({|})"\n')) == "self.x}, {self.y"
 
