@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 
 from fastcoder.stops import CLOSE_BRACKETS, BracketDepth
-from lsp_server.prompt import AUTO_CLOSERS, CursorContext
+from lsp_server.prompt import AUTO_CLOSERS, LINE_SCAN_CHARS, CursorContext
 from lsp_server.stops import LINE_COMMENTS, TAB_WIDTH, indent_width
 
 CLOSERS = set(")]}>\"'`;:,")
@@ -126,10 +126,6 @@ def opened_body(text: str, ctx: CursorContext) -> str | None:
     return "\n" + "\n".join(lines) + ("" if tail is None else "\n" + tail)
 
 
-BALANCE_CHARS = 4000
-"""How much of the cursor's line, each side of the cursor, :func:`closes_twice` reads."""
-
-
 def bracket_balance(code: str) -> tuple[int, int, bool]:
     """(closers, openers, in a string): how many closing brackets of ``code`` close what it
     did not open itself, how many of its opening brackets it leaves open (brackets in
@@ -148,11 +144,10 @@ def closes_twice(text: str, ctx: CursorContext) -> bool:
     closes = bracket_balance(text)[0]
     if not text.strip() or not closes:
         return False
-    # the line's code near the cursor (a minified line may run to hundreds of kilobytes)
-    _, opened, in_string = bracket_balance(ctx.line_prefix[-BALANCE_CHARS:])
+    _, opened, in_string = bracket_balance(ctx.line_prefix[-LINE_SCAN_CHARS:])
     if in_string:  # inside a literal (an f-string's ``{|}``): its brackets are not the line's
         return False
-    rest_closes = bracket_balance(ctx.line_suffix[:BALANCE_CHARS])[0]
+    rest_closes = bracket_balance(ctx.line_suffix[:LINE_SCAN_CHARS])[0]
     return rest_closes > 0 and closes + rest_closes > opened
 
 

@@ -74,6 +74,10 @@ AUTO_CLOSERS = set(")]}\"'`")
 """What an editor puts right of the cursor by itself after an opener (auto-closed brackets and
 quotes); the prompt, the remembered answers and post-processing all go by it."""
 
+LINE_SCAN_CHARS = 4000
+"""How much of the cursor's line, each side of the cursor, the bracket scans read (a
+minified line may run to hundreds of kilobytes)."""
+
 # characters per token is rarely above this; used to avoid tokenizing a whole huge file
 _MAX_CHARS_PER_TOKEN = 12
 # when the prefix start must move, leave this share of the prefix budget free
@@ -123,7 +127,7 @@ class CursorContext:
         if not self.line_prefix.rstrip().endswith(CLOSE_BRACKETS[rest[0]]):
             return ""
         line = BracketDepth()
-        line.feed(self.line_prefix[-4000:])
+        line.feed(self.line_prefix[-LINE_SCAN_CHARS:])
         return "" if line.quote else rest  # not an f-string's ``{|}``: that stays one line
 
     @property
