@@ -400,6 +400,37 @@ def runs_into(next_line: str | None, *, check_first_line: bool) -> StopRule | No
     return MatcherRule(lambda: _RunsInto(key, check_first_line))
 
 
+FENCE = "```"
+
+
+class _FenceLine(_LineMatcher):
+    def __init__(self, check_first_line: bool) -> None:
+        super().__init__()
+        self.check_first_line = check_first_line
+        self.judged = False
+
+    def new_line(self) -> None:
+        self.judged = False
+
+    def line_grew(self, chunk: str) -> int | None:
+        if self.judged or not (self.index > 0 or self.check_first_line):
+            return None
+        line = "".join(self.parts).lstrip()
+        if len(line) < len(FENCE) and FENCE.startswith(line):
+            return None  # not known yet
+        self.judged = True
+        return max(self.line_start - 1, 0) if line.startswith(FENCE) else None
+
+
+def fence_line(*, check_first_line: bool) -> StopRule:
+    """Stop before a generated line that starts with a Markdown code fence (`````): in a
+    document that has none, the model has left the file for a chat answer's end (seen
+    after a Dockerfile's and a ``.gitignore``'s lines). The text is cut before the
+    newline that precedes the fence. ``check_first_line``: the output starts at the
+    beginning of a line, so its first line is judged too."""
+    return MatcherRule(lambda: _FenceLine(check_first_line))
+
+
 class _AnyOf(StopRule):
     def __init__(self, rules: Sequence[StopRule]) -> None:
         self.rules = tuple(rules)

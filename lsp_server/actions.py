@@ -19,6 +19,7 @@ import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from fastcoder.stops import FENCE
 from lsp_server.postprocess import document_indent_unit, reindent
 from lsp_server.prompt import CursorContext, build_prompt
 from lsp_server.stops import indent_width, make_stop_fn
@@ -389,7 +390,7 @@ def generate_body(
         session=Session(settings.engine, gate_parent),
         sources=sources,
         # a whole body: the typing-time rule that ends a statement at its line does not apply
-        stop_fn=make_stop_fn("block", ctx.line_prefix, ctx.following_lines, mid_line_blocks=True),
+        stop_fn=make_stop_fn("block", ctx.line_prefix, ctx.following_lines, mid_line_blocks=True, fences=FENCE in text),
         cancel=cancel,
     )
     if gen.cancelled:

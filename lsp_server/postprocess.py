@@ -256,13 +256,22 @@ def cut_before_exit(text: str, ctx: CursorContext) -> str:
     return text
 
 
-def document_indent_unit(text: str) -> str:
-    """``"\\t"`` when the document indents with tabs, else ``" " * n`` (its smallest step, 4 by default)."""
-    tabs = spaces = 0
+TAB_LANGUAGES = frozenset({"go", "makefile"})
+"""Languages indented with tabs by their own tools (gofmt; make requires them)."""
+
+
+def document_indent_unit(text: str, language: str | None = None) -> str:
+    """``"\\t"`` when the document indents with tabs, else ``" " * n`` (its smallest step).
+    A document with no indented code line yet goes by its indented blank lines (the
+    cursor's own, ``\\t|``), then by its language (tabs in :data:`TAB_LANGUAGES`), then 4
+    spaces."""
+    tabs = spaces = blank_tabs = blank_spaces = 0
     steps: dict[int, int] = {}
     prev = 0
     for line in text.split("\n")[:2000]:
         if not line.strip():
+            blank_tabs += line.startswith("\t")
+            blank_spaces += line.startswith(" ")
             continue
         if line.startswith("\t"):
             tabs += 1
@@ -278,6 +287,8 @@ def document_indent_unit(text: str) -> str:
         common = max(steps.items(), key=lambda kv: (kv[1], -kv[0]))[0]
         if common in (2, 3, 4, 8):
             return " " * common
+    if not spaces and (blank_tabs > blank_spaces or (not blank_spaces and language in TAB_LANGUAGES)):
+        return "\t"
     return " " * TAB_WIDTH
 
 

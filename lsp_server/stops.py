@@ -16,7 +16,9 @@ this module picks them for a cursor. Rules:
   - at top level (the cursor's line is not indented) a blank line after some code;
 * ``block`` mode, in addition: the output runs into the code below the cursor (a
   generated line equal to the next non-blank line of the document,
-  :func:`fastcoder.stops.runs_into`).
+  :func:`fastcoder.stops.runs_into`);
+* every mode, in a document without a Markdown code fence: a generated line that starts
+  with one (:func:`fastcoder.stops.fence_line`).
 
 ``max_new_tokens`` and the time budget are the engine's own limits
 (:class:`fastcoder.config.DecodeConfig`).
@@ -26,7 +28,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fastcoder.stops import StopRule, any_of, block_end, first_line_unless_opener, indent_of, opened_lines, runs_into
+from fastcoder.stops import (StopRule, any_of, block_end, fence_line, first_line_unless_opener, indent_of, opened_lines,
+                             runs_into)
 
 TAB_WIDTH = 4
 LINE_COMMENTS = ("#", "//", "--", ";")
@@ -47,7 +50,7 @@ def first_nonblank(lines: Sequence[str]) -> str | None:
 
 
 def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (), mid_line_blocks: bool = False,
-                 opened: bool = False) -> StopRule:
+                 opened: bool = False, fences: bool = False) -> StopRule:
     """The stop rule for a completion whose cursor line starts with ``line_prefix``
     (a :class:`fastcoder.stops.StopRule`: the engine feeds it only the new text; called
     on a whole text it returns that text's cut).
@@ -62,13 +65,16 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     it describes, and the block rules alone apply.
     ``opened`` (line mode): the cursor sits right after an opening bracket whose closer
     starts the rest of its line (:attr:`lsp_server.prompt.CursorContext.opened`).
+    ``fences``: the document holds a Markdown code fence (`````), so a generated one may
+    be the document's own; without one, a generated fence line ends the suggestion.
     """
     base = indent_width(line_prefix)
+    fence = None if fences else fence_line(check_first_line=not line_prefix.strip())
     if mode == "line":
-        return any_of(opened_lines(), block_end(base)) if opened else block_end(base, single_line=True)
+        return any_of(opened_lines(), block_end(base), fence) if opened else block_end(base, single_line=True)
     # when only indentation precedes the cursor, the first line is a whole line too
     into = runs_into(first_nonblank(following_lines), check_first_line=not line_prefix.strip())
     stripped = line_prefix.strip()
     statement = stripped and not stripped.startswith(LINE_COMMENTS) and not any(q in stripped for q in DOC_QUOTES)
     one_line = first_line_unless_opener(line_prefix) if statement and not mid_line_blocks else None
-    return any_of(block_end(base), into, one_line)
+    return any_of(block_end(base), into, one_line, fence)

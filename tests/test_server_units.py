@@ -139,6 +139,26 @@ def test_generation_running_into_the_code_below_stops():
     assert make_stop_fn("block", "    ", following)("return result\n") == 0
 
 
+def test_a_code_fence_ends_a_suggestion_in_a_document_without_one():
+    """Seen after a Dockerfile's and a .gitignore's lines: the model closes a chat answer's
+    fence. In a document that has none, a generated fence line ends the suggestion (fed
+    token by token as the engine does, and on the whole text); in one that has fences
+    (Markdown, a docstring's example) it may be the document's own."""
+    text = 'RUN pip install -r requirements.txt\nCOPY . .\nCMD ["python", "app.py"]\n```'
+    stop = make_stop_fn("block", "")
+    assert text[: stop(text)] == 'RUN pip install -r requirements.txt\nCOPY . .\nCMD ["python", "app.py"]'
+    matcher, cut = stop.matcher(), None
+    for piece in ("RUN pip", " install -r requirements.txt\n", "COPY . .\n", "CMD", ' ["python", "app.py"]', "\n`", "``"):
+        cut = matcher.feed(piece) if cut is None else cut
+    assert cut == text.index("\n```")
+    assert make_stop_fn("block", "", fences=True)(text) is None
+    assert make_stop_fn("block", "")("```python\nx = 1") == 0  # the first line of an empty line's suggestion
+    assert make_stop_fn("block", "    ")("x = 1\n    ``` \n") == len("x = 1")  # indented too
+    # a fence inside a line is code (a string, a comment), and a line of two backticks too
+    assert make_stop_fn("block", "    ")('x = "```"\n    ``\n    y = 2') is None
+    assert make_stop_fn("block", "s = ", mid_line_blocks=True)("```") is None  # mid-line: not a line of its own
+
+
 def test_a_mid_line_suggestion_ends_at_its_line_unless_it_opens_a_block():
     """``midLineBlocks`` false (the default): with code before the cursor (a statement being typed) the
     suggestion ends with its line; a line that opens a block (a header, a brace, an open
@@ -258,6 +278,12 @@ def test_indentation_follows_the_document():
     assert document_indent_unit("def f():\n\treturn 1\n") == "\t"
     assert document_indent_unit("def f():\n  if x:\n    return 1\n") == "  "
     assert document_indent_unit("x = 1\n") == "    "
+    # nothing indented yet: the cursor's indented empty line, then the language's tool
+    go = "package main\n\nfunc health(w http.ResponseWriter) {\n"
+    assert document_indent_unit(go + "\t\n}\n") == "\t"
+    assert document_indent_unit(go + "\n}\n", "go") == "\t" and document_indent_unit(go + "\n}\n") == "    "
+    assert document_indent_unit(go + "  \n}\n", "go") == "    "  # the user indented with spaces
+    assert document_indent_unit("def f():\n    return 1\n\t\n", "go") == "    "  # code lines decide
     assert reindent("a\n    b\n        c", "\t") == "a\n\tb\n\t\tc"
     assert reindent("a\n\tb", "    ") == "a\n    b"
     c = ctx_at("def f():\n\tif x:\n\t\t|\n")

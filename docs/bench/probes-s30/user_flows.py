@@ -22,7 +22,12 @@ dict) or 8 (the same in other places and languages: a list, a Go struct literal,
 or 9 (code right of the cursor: an argument inserted before others, a method chain, a
 ternary's else, a comment's end, an empty call, indexing, a lambda) or 10 (after an opener in
 other languages and places: a JS template's ``${|}``, a Go ``if``'s braces, a TS arrow body,
-a Rust ``match``, a Java class body, a JSON array; calls inside calls).
+a Rust ``match``, a Java class body, a JSON array; calls inside calls) or 11 (thirty-sixth
+session: a line with an emoji before the cursor, Markdown, a Makefile, a Dockerfile, tabs, no
+final newline, trailing spaces, after Enter inside a call, ``elif``, a method chain, CJK, a
+``.gitignore``) or 12 (a GitHub workflow, SQL, a shell ``if``, ``pyproject.toml``, ``match``,
+the ``__main__`` guard, ``pytest.raises``, an ``except`` body, a regex, a comprehension on
+lines, TSX, a Go handler).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -37,7 +42,9 @@ from fastcoder_bench.lsp_client import StdioClient, server_command
 
 BATCH = int(sys.argv[1]) if len(sys.argv) > 1 else 1
 
-ws = Path(tempfile.mkdtemp(prefix="fastcoder-user-"))
+# a fixed folder name: a short document's prompt holds it (``fileHeader``), so runs compare
+ws = Path(tempfile.mkdtemp(prefix="fastcoder-user-")) / "project"
+ws.mkdir()
 cl = StdioClient(server_command("qwen2.5-coder-0.5b", dtype="auto"), ws / "server.log")
 # more settings from the environment, e.g. USER_FLOWS_OPTIONS='{"midLineBlocks": false}'
 cl.initialize(ws, {"debounceMs": 0, "prefetch": False, "warmAtCursor": False, "earlyAnswerMs": None,
@@ -221,13 +228,41 @@ BATCH_10 = [
     ("json_arr.json", "json", "{\n  \"files\": [|]\n}\n"),
     ("nested_call.py", "python", "import json\n\n\ndef save(data, path):\n    with open(path, \"w\") as f:\n        json.dump(|)\n"),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10}[BATCH]
+BATCH_11 = [  # thirty-sixth session: other files and encodings
+    ("emoji.py", "python", "GREETING = \"héllo 😀 wörld\"; n = len(GREE|)\n"),
+    ("README.md", "markdown", "# inventory\n\nA small library to count items.\n\n## Install\n\n|\n"),
+    ("Makefile", "makefile", "CC = gcc\nCFLAGS = -O2 -Wall\n\nall: main\n\nmain: main.o util.o\n\t|\n"),
+    ("Dockerfile", "dockerfile", "FROM python:3.12-slim\nWORKDIR /app\nCOPY requirements.txt .\n|\n"),
+    ("tabs.py", "python", "def total(xs):\n\ts = 0\n\tfor x in xs:\n\t\t|\n\treturn s\n"),
+    ("noeol.py", "python", "def double(x):\n    return |"),
+    ("trailing_ws.py", "python", "def half(x):\n    |    \n"),
+    ("after_enter.py", "python", "import logging\n\nlog = logging.getLogger(__name__)\nlog.info(\n    |\n)\n"),
+    ("elif.py", "python", "def grade(score):\n    if score >= 90:\n        return \"A\"\n    elif |\n"),
+    ("chain.py", "python", "import pandas as pd\n\ndf = pd.read_csv(\"data.csv\")\nout = (\n    df.groupby(\"city\")\n    .|\n)\n"),
+    ("cjk.py", "python", "# 计算平均值\ndef mean(values):\n    return sum(values) / |\n"),
+    ("gitignore", "ignore", "__pycache__/\n*.pyc\n.venv/\n|\n"),
+]
+BATCH_12 = [  # thirty-sixth session: more places in real files
+    ("ci.yml", "yaml", "name: CI\non: [push]\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n      |\n"),
+    ("schema.sql", "sql", "CREATE TABLE users (\n    id INTEGER PRIMARY KEY,\n    |\n);\n"),
+    ("check.sh", "shellscript", "#!/bin/sh\nif [ -z \"$1\" ]; then\n  |\nfi\n"),
+    ("pyproject.toml", "toml", "[project]\nname = \"inventory\"\nversion = \"0.1.0\"\n|\n"),
+    ("match.py", "python", "def kind(cmd):\n    match cmd.split():\n        case [\"go\", direction]:\n            return direction\n        |\n"),
+    ("main_guard.py", "python", "import sys\n\n\ndef main(argv):\n    return 0\n\n\nif __name__ == |\n"),
+    ("raises.py", "python", "import pytest\n\nfrom calc import divide\n\n\ndef test_divide_by_zero():\n    with pytest.raises(|):\n        divide(1, 0)\n"),
+    ("except.py", "python", "import json\n\n\ndef load(text):\n    try:\n        return json.loads(text)\n    except json.JSONDecodeError as e:\n        |\n"),
+    ("regex.py", "python", "import re\n\nEMAIL = re.compile(r\"|\")\n"),
+    ("multi_comp.py", "python", "def pairs(xs, ys):\n    return [\n        (x, y)\n        for x in xs\n        |\n    ]\n"),
+    ("component.tsx", "typescriptreact", "export function Greeting({ name }: { name: string }) {\n  return <h1>|</h1>;\n}\n"),
+    ("handler.go", "go", "package main\n\nimport \"net/http\"\n\nfunc health(w http.ResponseWriter, r *http.Request) {\n\t|\n}\n"),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
     before = text[:cursor]
     line = before.count("\n")
-    col = len(before) - (before.rfind("\n") + 1)
+    col = len(before[before.rfind("\n") + 1 :].encode("utf-16-le")) // 2  # LSP columns: UTF-16 code units
     uri = (ws / name).as_uri()
     cl.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": lang, "version": 1, "text": text}})
     a = cl.call("textDocument/inlineCompletion", {"textDocument": {"uri": uri}, "position": {"line": line, "character": col},
