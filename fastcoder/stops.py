@@ -381,23 +381,31 @@ def opened_lines() -> StopRule:
 
 
 class _RunsInto(_LineMatcher):
-    def __init__(self, key: str, check_first_line: bool) -> None:
+    def __init__(self, key: str, indent: int, check_first_line: bool, first_indent: int) -> None:
         super().__init__()
         self.key = key
+        self.indent = indent
         self.check_first_line = check_first_line
+        self.first_indent = first_indent
 
     def line_done(self, line: str) -> int | None:
-        if (self.index > 0 or self.check_first_line) and line.strip() == self.key:
-            return max(self.line_start - 1, 0)
-        return None
+        if not (self.index > 0 or self.check_first_line) or line.strip() != self.key:
+            return None
+        width = indent_of(line) + (self.first_indent if self.index == 0 else 0)
+        return max(self.line_start - 1, 0) if width == self.indent else None
 
 
-def runs_into(next_line: str | None, *, check_first_line: bool) -> StopRule | None:
-    """Stop before a complete generated line equal to ``next_line`` (the code below)."""
+def runs_into(next_line: str | None, *, check_first_line: bool, first_indent: int = 0) -> StopRule | None:
+    """Stop before a complete generated line equal to ``next_line`` (the code below), its
+    indentation included: a ``}`` or ``end`` that closes a block inside the output is not
+    the ``}`` below (seen cutting generated bodies at their first inner block's end).
+    ``first_indent``: the indentation width before the output's first line (the cursor's
+    line), which ``check_first_line`` judges too."""
     key = next_line.strip() if next_line is not None else ""
     if not key:
         return None
-    return MatcherRule(lambda: _RunsInto(key, check_first_line))
+    indent = indent_of(next_line or "")
+    return MatcherRule(lambda: _RunsInto(key, indent, check_first_line, first_indent))
 
 
 FENCE = "```"

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from fastcoder.stops import FENCE
+from fastcoder.tokens import TokenInfo
 from lsp_server.postprocess import document_indent_unit, reindent
 from lsp_server.prompt import CursorContext, build_prompt
 from lsp_server.stops import indent_width, make_stop_fn
@@ -286,8 +287,9 @@ def indentation_stub(text: str, line: int) -> Stub | None:
     return None
 
 
-def brace_stub(text: str, line: int) -> Stub | None:
-    """``name(...) {`` followed by an empty body (blank lines / comments) and ``}``."""
+def brace_stub(text: str, line: int, language: str | None = None) -> Stub | None:
+    """``name(...) {`` followed by an empty body (blank lines / comments) and ``}``
+    (``language``: the document's, for the indentation of a body in a file with none yet)."""
     lines = text.split("\n")
     starts = _line_starts(text)
     for d in range(min(line, len(lines) - 1), max(-1, line - 50), -1):
@@ -296,7 +298,7 @@ def brace_stub(text: str, line: int) -> Stub | None:
         if m is None:
             continue
         sig_indent, name, closed = m
-        indent = sig_indent + document_indent_unit(text)
+        indent = sig_indent + document_indent_unit(text, language)
         open_col = raw.rindex("{")
         if closed:  # "f() {}" on one line
             if line != d:
@@ -326,7 +328,7 @@ def find_stub(text: str, line: int, language_id: str | None) -> Stub | None:
             return indentation_stub(text, line)
     if lang in ("cython", "starlark", "mojo"):
         return indentation_stub(text, line)
-    return brace_stub(text, line)
+    return brace_stub(text, line, lang)
 
 
 def body_prompt_context(text: str, stub: Stub) -> tuple[str, str]:
@@ -369,18 +371,25 @@ def generate_body(
     sources: Any = None,
     cancel: threading.Event | None = None,
     gate_parent: Any = None,
+    language: str | None = None,
 ) -> tuple[str, Any]:
     """(replacement for the stub's range, the Generation). Runs in the model thread.
 
     ``fim``: the model's FIM tokens (None: a prefix-only prompt); ``settings``: the
     server's :class:`lsp_server.settings.ServerSettings`; ``gate_parent``: the server's
-    :class:`fastcoder.source_weights.SourceGate` (which datastores pay their search here).
+    :class:`fastcoder.source_weights.SourceGate` (which datastores pay their search here);
+    ``language``: the document's language id (its indentation when it has none yet).
     """
     from fastcoder.session import Session
 
     ctx = CursorContext(*body_prompt_context(text, stub))
+    # the prompt ends with the body's indentation, healed as a completion's is (its last
+    # space taken back, the first token starting with it): unhealed, the model wrote a
+    # second indentation after Python's, and no indentation at all after a line break in C
     prompt = build_prompt(engine.tokenizer, fim, ctx, settings.max_prompt_tokens,
-                          suffix_share=settings.suffix_share if fim else 0.0)  # fmt: skip
+                          suffix_share=settings.suffix_share if fim else 0.0, max_suffix_tokens=None,
+                          layout="anchored", info=TokenInfo.for_tokenizer(engine.tokenizer) if fim else None)  # fmt: skip
+    heal = prompt.heal  # the output starts with it; the body is what follows
     gen = engine.generate(
         prompt.ids,
         settings.decode_config(
@@ -390,11 +399,13 @@ def generate_body(
         session=Session(settings.engine, gate_parent),
         sources=sources,
         # a whole body: the typing-time rule that ends a statement at its line does not apply
-        stop_fn=make_stop_fn("block", ctx.line_prefix, ctx.following_lines, mid_line_blocks=True, fences=FENCE in text),
+        stop_fn=make_stop_fn("block", ctx.line_prefix, ctx.following_lines, mid_line_blocks=True,
+                             fences=FENCE in text).after(len(heal)),
         cancel=cancel,
+        first_allowed=prompt.allowed,
     )
     if gen.cancelled:
         return "", gen
     truncated = gen.stats.stop_reason in ("max_new_tokens", "time_budget")
-    body = reindent(gen.text, document_indent_unit(text))
+    body = reindent(gen.text[len(heal) :], document_indent_unit(text, language))
     return finish_body(body, stub, truncated), gen

@@ -501,7 +501,7 @@ async def resolve_code_action(ls: FastCoderServer, action: types.CodeAction) -> 
         ls, doc, stub.start, stub.end, kind="body", nothing=f"the model proposed no body for {stub.name}()",
         produce=lambda engine, loaded, cancel: actions.generate_body(
             engine, loaded.fim, head + text + tail, seen, settings, sources=ls.index.sources() if ls.index is not None else None,
-            cancel=cancel, gate_parent=ls.registry.gate,
+            cancel=cancel, gate_parent=ls.registry.gate, language=doc.language_id,
         ),
     )  # fmt: skip
     return action

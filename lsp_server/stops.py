@@ -15,7 +15,7 @@ this module picks them for a cursor. Rules:
   - a non-empty line indented less than the cursor's line ends the block,
   - at top level (the cursor's line is not indented) a blank line after some code;
 * ``block`` mode, in addition: the output runs into the code below the cursor (a
-  generated line equal to the next non-blank line of the document,
+  generated line equal to the next non-blank line of the document, at its indentation,
   :func:`fastcoder.stops.runs_into`);
 * every mode, in a document without a Markdown code fence: a generated line that starts
   with one (:func:`fastcoder.stops.fence_line`).
@@ -73,7 +73,7 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     if mode == "line":
         return any_of(opened_lines(), block_end(base), fence) if opened else block_end(base, single_line=True)
     # when only indentation precedes the cursor, the first line is a whole line too
-    into = runs_into(first_nonblank(following_lines), check_first_line=not line_prefix.strip())
+    into = runs_into(first_nonblank(following_lines), check_first_line=not line_prefix.strip(), first_indent=base)
     stripped = line_prefix.strip()
     statement = stripped and not stripped.startswith(LINE_COMMENTS) and not any(q in stripped for q in DOC_QUOTES)
     one_line = first_line_unless_opener(line_prefix) if statement and not mid_line_blocks else None

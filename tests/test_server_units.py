@@ -137,6 +137,12 @@ def test_generation_running_into_the_code_below_stops():
     assert text[: stop(text)] == "result = 2 * x"
     # at the indentation of an empty line, the first line itself may be the next line again
     assert make_stop_fn("block", "    ", following)("return result\n") == 0
+    # at its indentation only: a "}" or "end" closing a block inside the output is not the one below
+    body = "if (x) {\n        y();\n    }\n    return 0;\n}\n"
+    assert body[: make_stop_fn("block", "    ", ["}"])(body)] == "if (x) {\n        y();\n    }\n    return 0;"
+    lua = "if opts.debug then\n    print(opts)\n  end\n  return opts\nend\n"
+    assert lua[: make_stop_fn("block", "  ", ["end"])(lua)] == "if opts.debug then\n    print(opts)\n  end\n  return opts"
+    assert make_stop_fn("block", "    ", following)("        return result\n") is None  # deeper: not the line below
 
 
 def test_a_code_fence_ends_a_suggestion_in_a_document_without_one():
@@ -391,6 +397,8 @@ def test_body_prompt_and_result():
     assert actions.finish_body("  \n", s, truncated=False) == ""
     # a leading line break (seen in VS Code's editor, issue 15) leaves no whitespace-only line
     assert actions.finish_body("\n    return x * 2", s, truncated=False) == "    return x * 2"
+    go = "package main\n\nfunc f() int {\n}\n"
+    assert actions.find_stub(go, 2, "go").indent == "\t"  # gofmt's, in a file with nothing indented yet
 
 
 # ------------------------------------------------------------------------------ settings
