@@ -27,7 +27,8 @@ session: a line with an emoji before the cursor, Markdown, a Makefile, a Dockerf
 final newline, trailing spaces, after Enter inside a call, ``elif``, a method chain, CJK, a
 ``.gitignore``) or 12 (a GitHub workflow, SQL, a shell ``if``, ``pyproject.toml``, ``match``,
 the ``__main__`` guard, ``pytest.raises``, an ``except`` body, a regex, a comprehension on
-lines, TSX, a Go handler).
+lines, TSX, a Go handler) or 13 (empty bodies in brace and ``end`` languages, the closer
+below: JavaScript, Go, C, Ruby, Lua, Java, Rust, TypeScript).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -256,7 +257,17 @@ BATCH_12 = [  # thirty-sixth session: more places in real files
     ("component.tsx", "typescriptreact", "export function Greeting({ name }: { name: string }) {\n  return <h1>|</h1>;\n}\n"),
     ("handler.go", "go", "package main\n\nimport \"net/http\"\n\nfunc health(w http.ResponseWriter, r *http.Request) {\n\t|\n}\n"),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12}[BATCH]
+BATCH_13 = [  # thirty-sixth session: bodies whose lines close inner blocks, the closer below
+    ("sum.js", "javascript", "function sum(xs) {\n  |\n}\n"),
+    ("evens.go", "go", "package main\n\nfunc evens(xs []int) []int {\n\t|\n}\n"),
+    ("clamp.c", "c", "int clamp(int x, int lo, int hi) {\n    |\n}\n"),
+    ("count.rb", "ruby", "def count_words(text)\n  |\nend\n"),
+    ("max.lua", "lua", "local function max(t)\n  |\nend\n"),
+    ("Fib.java", "java", "public class Fib {\n    static int fib(int n) {\n        |\n    }\n}\n"),
+    ("filter.rs", "rust", "fn positives(v: &[i32]) -> Vec<i32> {\n    |\n}\n"),
+    ("retry.ts", "typescript", "async function retry<T>(fn: () => Promise<T>, times: number): Promise<T> {\n  |\n}\n"),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
