@@ -44,6 +44,10 @@ from lsp_server.documents import OpenDocuments
 
 log = logging.getLogger(__name__)
 
+CLIENT_ANSWER_S = 10.0
+"""How long the server waits for the client's answer to a request of its own
+(``workspace/applyEdit``, ``window/workDoneProgress/create``) before going on without it."""
+
 REQUEST_FAILED = types.LSPErrorCodes.RequestFailed.value
 
 
@@ -109,6 +113,9 @@ class FastCoderProtocol(LanguageServerProtocol):
       or WARNING (no tracebacks: they are the client's mistakes, not the server's).
     * documents are :class:`lsp_server.documents.LspDocument` (LSP line breaks, one
       position codec) and a change to a document that is not open is ignored quietly.
+    * an answer of the client's to a request of ours that does not fit its type fails
+      that request (pygls dropped it, and the handler awaiting it never finished), and a
+      late answer to one given up on (:data:`CLIENT_ANSWER_S`) is ignored.
     """
 
     def structure_message(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -138,10 +145,23 @@ class FastCoderProtocol(LanguageServerProtocol):
             if answerable:
                 log.info("invalid %s request %s: %s", method, msg_id, detail)
                 self._reject(msg_id, JsonRpcInvalidParams(message=f"invalid {method} request: {detail}"))
+            elif method is None and type(msg_id) in (int, str) and msg_id in self._request_futures:
+                # the client's answer to a request of ours does not fit its type (``null`` for
+                # workspace/applyEdit): what awaits it fails now instead of waiting for ever
+                log.warning("the client's answer to request %s does not fit: %s", msg_id, detail)
+                self._handle_response(msg_id, error=JsonRpcInvalidParams(message=f"invalid answer: {detail}").to_response_error())
             else:
                 log.warning("ignored an invalid %s message: %s", method or "response", detail)
             return
         super().handle_message(structured)
+
+    def _handle_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        future = self._request_futures.get(msg_id)
+        if future is not None and future.done():  # given up on (a timeout): a late answer
+            self._request_futures.pop(msg_id, None)
+            log.info("a late answer to request %s ignored", msg_id)
+            return
+        super()._handle_response(msg_id, result, error)
 
     def _structure(self, data: dict[str, Any]) -> Any:
         """pygls' JsonRPCProtocol.structure_message, for the top-level message only."""

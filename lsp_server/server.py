@@ -50,7 +50,7 @@ from lsp_server.documents import (
     tokenizable,
 )
 from lsp_server.prompt import CursorContext
-from lsp_server.protocol import Features, RequestFailed, guard, quiet, workspace_edit
+from lsp_server.protocol import CLIENT_ANSWER_S, Features, RequestFailed, guard, quiet, workspace_edit
 from lsp_server.recall import may_still_serve, recall
 from lsp_server.sessions import DocumentState
 from lsp_server.settings import ServerSettings, SettingsError
@@ -578,10 +578,9 @@ async def edit_selection(ls: FastCoderServer, *args: Any) -> dict[str, Any]:
         raise BadRequest(f"fastcoder.editSelection: {exc}") from exc
     applied = False
     try:
-        result = await ls.workspace_apply_edit_async(
-            types.ApplyWorkspaceEditParams(edit=wedit, label="FastCoder: edit selection")
-        )
+        result = await asyncio.wait_for(ls.workspace_apply_edit_async(
+            types.ApplyWorkspaceEditParams(edit=wedit, label="FastCoder: edit selection")), CLIENT_ANSWER_S)
         applied = bool(getattr(result, "applied", False))
-    except Exception as exc:  # a client without workspace/applyEdit: it still gets the edit
-        log.info("workspace/applyEdit failed: %s", exc)
+    except Exception as exc:  # a client without workspace/applyEdit (or no answer): it still gets the edit
+        log.info("workspace/applyEdit failed: %s", exc or type(exc).__name__)
     return {"edit": ls.protocol._converter.unstructure(wedit), "applied": applied}

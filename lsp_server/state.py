@@ -21,7 +21,7 @@ from lsp_server.documents import tokenizable
 from lsp_server.fallback import ArPace
 from lsp_server.metrics import ServerMetrics
 from lsp_server.model_host import ModelHost
-from lsp_server.protocol import HardenedServer, RequestFailed
+from lsp_server.protocol import CLIENT_ANSWER_S, HardenedServer, RequestFailed
 from lsp_server.sessions import SessionRegistry
 from lsp_server.settings import ServerSettings
 from lsp_server.workspace import IndexAdapter
@@ -162,7 +162,7 @@ class FastCoderServer(HardenedServer):
             if kind == "begin":
                 self._progress_n += 1
                 token = f"fastcoder-index-{self._progress_n}"
-                await self.work_done_progress.create_async(token)
+                await asyncio.wait_for(self.work_done_progress.create_async(token), CLIENT_ANSWER_S)
                 self._progress_token = token
                 self.work_done_progress.begin(
                     token, types.WorkDoneProgressBegin(title="FastCoder", message=message, percentage=0, cancellable=False)

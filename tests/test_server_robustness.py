@@ -223,6 +223,23 @@ def test_nested_objects_that_look_like_messages_are_not_answered(server: StdioCl
     assert all(len(server.answers[i]) == 1 for i in (first, second))
 
 
+def test_a_client_answer_that_does_not_fit_fails_the_request_it_answers(server: StdioClient):
+    """This client answers every server request with ``null``, which is not an
+    ApplyWorkspaceEditResult: pygls dropped that answer and editSelection, awaiting it,
+    never answered (seen with a real model). Now the apply fails and the edit comes back
+    in the command's answer, not applied."""
+    uri = (server.ws / "edit_me.py").as_uri()  # type: ignore[attr-defined]
+    _open(server, uri, TEXT)
+    rng = {"start": {"line": 3, "character": 0}, "end": {"line": 7, "character": 17}}
+    answer = server.command("fastcoder.editSelection", {"uri": uri, "range": rng, "instruction": "Use sum()."}, timeout=120)
+    assert "result" in answer, answer
+    edit = answer["result"]["edit"]
+    assert answer["result"]["applied"] is False and (edit.get("changes") or edit.get("documentChanges"))
+    asked = [m for _, m in server.notifications if m.get("method") == "workspace/applyEdit"]
+    assert asked and "does not fit" in server.log_text()
+    assert "result" in server.call("workspace/executeCommand", {"command": "fastcoder.stats"})  # still up
+
+
 def test_long_lines_do_not_stall_other_requests(server: StdioClient):
     uri = (server.ws / "long.js").as_uri()  # type: ignore[attr-defined]
     line = "x(" + ")" * 100_000 + "a(" * 50_000
