@@ -562,6 +562,12 @@ async def edit_selection(ls: FastCoderServer, *args: Any) -> dict[str, Any]:
         raise BadRequest(f"fastcoder.editSelection: range is not an LSP range: {exc}") from exc
     doc = open_document(ls.workspace, arg.get("uri", ""))
     start, end = range_offsets(doc, rng)
+    line_start = doc.source.rfind("\n", 0, start) + 1
+    if not doc.source[line_start:start].strip(" \t"):
+        # selected from the first character of an indented line: the indentation goes with
+        # it, so the model sees the code as it stands (without it, a method's body came
+        # back one level shallower than its first line's place)
+        start = line_start
     code = doc.source[start:end]
     if not code.strip():
         raise BadRequest("fastcoder.editSelection: the selection is empty")

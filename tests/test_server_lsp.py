@@ -640,6 +640,25 @@ async def test_edit_selection_returns_and_applies_an_edit(client: LanguageClient
     assert (await stats(client))["methods"]["reuse"]["generations"] >= 1
 
 
+async def test_edit_selection_from_an_indented_lines_first_character_takes_its_indentation(
+        client: LanguageClient, workspace):  # fmt: skip
+    """A selection that starts at the first character of an indented line (``for`` in
+    ``    for value in values:``): the model is given the line whole, indentation and all,
+    and the edit replaces it from the line's start (without it, a method's body came back
+    one level shallower than its first line's place)."""
+    uri = (workspace / "edit_indented.py").as_uri()
+    open_doc(client, uri, BODY)
+    start = _find(BODY, "    for value in values:")
+    end = _end_of(BODY, "        result += value")
+    rng = {"start": {"line": start.line, "character": 4}, "end": {"line": end.line, "character": end.character}}
+    result = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="fastcoder.editSelection",
+                                   arguments=[{"uri": uri, "range": rng, "instruction": "Skip None values."}])
+    )  # fmt: skip
+    (edit,) = result["edit"]["documentChanges"][0]["edits"]
+    assert edit["range"]["start"] == {"line": start.line, "character": 0} and edit["range"]["end"] == rng["end"]
+
+
 async def test_stats_report_methods_and_prefill_saving(client: LanguageClient):
     info = await stats(client)
     assert info["model"]["state"] == "ready" and info["model"]["fim"] is True
