@@ -82,10 +82,10 @@ def _segment(lines: list[str], start: int, end: int) -> str:
 
 
 def _docstring(node: ast.AST, indent: str) -> list[str]:
-    doc = ast.get_docstring(node, clean=True)  # type: ignore[arg-type]
-    if not doc:
+    doc = (ast.get_docstring(node, clean=True) or "").strip()  # type: ignore[arg-type]
+    if not doc:  # none, or only blanks (matplotlib's scale.py has one)
         return []
-    kept = doc.strip().splitlines()[:DOC_LINES]
+    kept = doc.splitlines()[:DOC_LINES]
     if len(kept) == 1:
         return [f'{indent}"""{kept[0]}"""']
     return [f'{indent}"""{kept[0]}', *(f"{indent}{ln}" if ln else "" for ln in kept[1:]), f'{indent}"""']

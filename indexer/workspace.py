@@ -224,8 +224,12 @@ class WorkspaceIndex:
             text = self._text(key)
             if text is None:
                 self.symbols.remove(key)
-            else:
+                continue
+            try:
                 self.symbols.update(key, self.relpath(key), text)
+            except Exception:  # one file's odd code must not fail the index (a blank docstring once did)
+                log.exception("no symbols read from %s", key)
+                self.symbols.remove(key)
 
     def _report(self, changes: Iterable[Change], first_seen: dict[str, float] | None = None) -> None:
         now = time.monotonic()

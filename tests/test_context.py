@@ -60,6 +60,9 @@ def test_definitions_are_declarations():
     assert "size: int = 3" in thing and "def __init__(self, name):" in thing and "def grow(self, n):" in thing
     assert "total += i" not in thing  # methods are signatures only
     assert python_definitions("def broken(:\n", "k", "x.py") is None
+    # a docstring of blanks only (matplotlib's scale.py): it crashed the whole index's opening
+    blank = 'class Scale:\n    def __init__(self, axis):\n        """\n        """\n        self.axis = axis\n'
+    assert python_definitions(blank, "k", "scale.py")[0].text.startswith("class Scale:")
 
 
 def test_a_class_shows_its_fields_as_code_that_parses():
