@@ -99,6 +99,76 @@ def dir_lock(directory: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+STALE_DAYS = 60
+"""A store not saved for this long is deleted by :func:`prune_stores`."""
+PRUNE_EVERY_S = 24 * 3600
+""":func:`prune_stores` looks at the stores at most this often (a marker file's mtime)."""
+
+
+def prune_stores(index_dir: Path, keep: Path | None = None, *, now: float | None = None,
+                 stale_days: float = STALE_DAYS, every_s: float = PRUNE_EVERY_S) -> list[Path]:  # fmt: skip
+    """Delete the stores under ``index_dir`` (one per workspace and tokenizer) that will
+    not be opened again: one of whose workspace roots is gone (a deleted project, a
+    temporary folder), or not saved for ``stale_days``; a directory without a manifest
+    once it is a day old (a first build that never finished). ``keep`` is never touched,
+    nor a store another process is saving (its lock is held). Runs at most every
+    ``every_s`` (the ``.pruned`` marker's mtime); returns what it deleted. Without it the
+    cache only grew: 541 stores, 754 MB, on a machine that ran the probes and tests."""
+    now = time.time() if now is None else now
+    marker = index_dir / ".pruned"
+    try:
+        if now - marker.stat().st_mtime < every_s:
+            return []
+    except OSError:
+        pass
+    try:
+        index_dir.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+        os.utime(marker, (now, now))
+        entries = list(index_dir.iterdir())
+    except OSError:
+        return []
+    gone: list[Path] = []
+    for d in entries:
+        if not d.is_dir() or (keep is not None and d.resolve() == Path(keep).resolve()):
+            continue
+        try:
+            manifest = json.loads((d / MANIFEST).read_text(encoding="utf-8"))
+            roots, saved = manifest.get("roots") or [], float(manifest.get("saved_at") or 0)
+            stale = now - saved > stale_days * 86400 or any(not os.path.isdir(r) for r in roots)
+        except FileNotFoundError:
+            stale = now - d.stat().st_mtime > 86400
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue  # unreadable: leave it (the owner's load rebuilds it)
+        if stale and _remove_store(d):
+            gone.append(d)
+    if gone:
+        log.info("deleted %d stale workspace index stores under %s", len(gone), index_dir)
+    return gone
+
+
+def _remove_store(directory: Path) -> bool:
+    """Delete a store directory unless another process holds its lock."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: leave it
+        return False
+    try:
+        with open(directory / "lock", "a+b") as fh:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False  # being saved
+            for p in directory.iterdir():
+                if p.name != "lock":
+                    p.unlink()
+        (directory / "lock").unlink()
+        directory.rmdir()
+        return True
+    except OSError:
+        return False
+
+
 class IndexStore:
     """The on-disk copy of one workspace index.
 

@@ -307,6 +307,11 @@ class SymbolTable:
     def version(self, key: str) -> int:
         return self._versions.get(key, 0)
 
+    def __len__(self) -> int:
+        """Files with symbols."""
+        with self._lock:
+            return len(self._files)
+
     def definitions(self, key: str) -> list[Definition]:
         with self._lock:
             entry = self._files.get(key)

@@ -455,8 +455,11 @@ def _commented(piece: Piece) -> str:
 
 
 def _symbols(index: Any) -> Any:
+    """The workspace's symbol table (switched on by this first use: it is read in the
+    background, so the first requests may find it still filling)."""
     ws = getattr(index, "workspace", None)
-    return getattr(ws, "symbols", None)
+    use = getattr(ws, "use_symbols", None)
+    return use() if use is not None else None
 
 
 def _relpath(path: str, roots: list) -> str:

@@ -347,6 +347,8 @@ def did_change_configuration(ls: FastCoderServer, params: types.DidChangeConfigu
         ls.host.load(new.model, new.dtype, new.device, new.pack_weights, new.explicit_attention)
     elif new.needs_reindex(old) and ls.host.loaded is not None:
         ls.open_index(ls.host.loaded.tokenizer, ls.host.loaded.fingerprint, force=True)
+    elif new.cross_file_context and ls.index is not None:
+        ls.index.use_symbols()  # the context's symbol table, read now (not at the first request)
 
 
 @features.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)

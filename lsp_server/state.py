@@ -132,6 +132,8 @@ class FastCoderServer(HardenedServer):
             fingerprint=fingerprint, use_common=s.common_index, use_workspace=s.workspace_index,
             use_deps=s.dependency_index, python=s.python_path or None,
         )  # fmt: skip
+        if s.cross_file_context:
+            self.index.use_symbols()  # read now, not at the first request that needs it
         self.index.start()
         for doc in list(self.workspace.text_documents.values()):
             self.schedule_buffer(doc.uri, 0.0)

@@ -76,6 +76,7 @@ class IndexAdapter:
         self._on_status = on_status
         self.workspace: Any = None  # indexer.WorkspaceIndex
         self.dr: Any = None  # its RetrievalSource
+        self.want_symbols = False  # the symbol table (read once wanted: use_symbols)
         self.dc: Any = None
         self.problems: dict[str, str] = {}
         self.state = "idle"  # idle | indexing | ready | unavailable
@@ -160,6 +161,8 @@ class IndexAdapter:
                     self.workspace, self.dr = ws, ws.source
                     if self._closed:
                         return
+                    if self.want_symbols:
+                        ws.use_symbols()
                     ws.start()  # its status callbacks end the progress
                     return
                 except Exception as exc:
@@ -195,6 +198,13 @@ class IndexAdapter:
         except Exception as exc:
             log.warning("workspace index %s failed: %s", name, exc)
             return None
+
+    def use_symbols(self) -> None:
+        """Have D_r's symbol table read (``crossFileContext`` on): now, or once it opens."""
+        self.want_symbols = True
+        ws = self.workspace
+        if ws is not None:
+            ws.use_symbols()
 
     def update_buffer(self, path: str, text: str) -> None:
         """The text of an open editor buffer (fresher than the file on disk)."""

@@ -117,7 +117,10 @@ def workspace(tmp_path, tiny_tokenizer):
     ws = WorkspaceIndex([tmp_path], tiny_tokenizer, persist=False, debounce_s=0.05, max_delay_s=0.2)
     ws.start()
     assert ws.wait_ready(60)
-    ws.flush()
+    assert ws.symbols.definitions(str(tmp_path / "pkg" / "core.py")) == []  # read only once used
+    ws.use_symbols()
+    ws.flush()  # after the symbol pass the first use started
+    assert ws.symbols.definitions(str(tmp_path / "pkg" / "core.py"))
     yield ws, _Index(ws, tmp_path)
     ws.stop(save=False)
 

@@ -149,3 +149,52 @@ def test_save_is_atomic_and_cleans_old_files(repo_dir, tiny_tokenizer, isolated_
     assert len(st.records) == 8
     assert TokenDatastore.load(d / m["base"]).meta.get("kind") == "repo"
     idx.stop()
+
+
+def test_stale_stores_are_pruned_and_the_live_ones_kept(repo_dir, tmp_path, tiny_tokenizer, isolated_cache):
+    """Stores of workspaces that are gone, or not saved for STALE_DAYS, and first builds
+    that never wrote a manifest are deleted; the store being opened, a live workspace's,
+    and one another process is saving stay. At most once a day (a marker's mtime)."""
+    import fcntl
+    import time
+
+    from indexer.persist import STALE_DAYS, prune_stores
+
+    gone_root, live_root = tmp_path / "deleted-project", tmp_path / "other-project"
+    live_root.mkdir()
+    index_dir = isolated_cache / "index"
+
+    def store(name: str, roots: list, saved_at: float) -> os.PathLike:
+        d = index_dir / name
+        d.mkdir(parents=True)
+        (d / "manifest.json").write_text(json.dumps({"format": 1, "roots": [str(r) for r in roots], "saved_at": saved_at}))
+        (d / "base-x.fcds").write_bytes(b"x")
+        return d
+
+    now = time.time()
+    gone = store("gone", [gone_root], now)
+    old = store("old", [live_root], now - (STALE_DAYS + 1) * 86400)
+    live = store("live", [live_root], now)
+    busy = store("busy", [gone_root], now)
+    unfinished = index_dir / "unfinished"
+    unfinished.mkdir()
+    os.utime(unfinished, (now - 2 * 86400, now - 2 * 86400))
+    fresh_unfinished = index_dir / "fresh-unfinished"
+    fresh_unfinished.mkdir()
+    with open(busy / "lock", "a+b") as held:  # another process saving it
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        deleted = prune_stores(index_dir, keep=None, now=now)
+    assert sorted(p.name for p in deleted) == ["gone", "old", "unfinished"]
+    assert not gone.exists() and not old.exists() and not unfinished.exists()
+    assert live.exists() and busy.exists() and fresh_unfinished.exists()
+    assert prune_stores(index_dir, now=now + 60) == []  # not again within a day, even with busy free now
+    assert sorted(p.name for p in prune_stores(index_dir, now=now + 86400 + 1)) == ["busy", "fresh-unfinished"]
+
+    # the server's path: opening a workspace's index in the shared cache prunes the others
+    store("gone-again", [gone_root], now)
+    os.utime(index_dir / ".pruned", (now - 2 * 86400, now - 2 * 86400))
+    idx = make(repo_dir, tiny_tokenizer)
+    idx.start()
+    assert idx.wait_ready(60) and idx.flush()
+    idx.stop()
+    assert not (index_dir / "gone-again").exists() and idx.store.directory.exists() and live.exists()

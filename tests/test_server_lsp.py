@@ -1193,6 +1193,10 @@ async def test_cross_file_context_reaches_the_prompt_within_max_prompt_tokens(cl
     text = "from ctxpkg.shapes import make_square\n\n\ndef total():\n    s = make_square(3)\n    return "
     uri = (workspace / "uses_shapes.py").as_uri()
     deadline = time.monotonic() + 30
+    # the symbol table is read only once the context is on (in a large workspace that pass
+    # held the interpreter for ~90 s, every completion 2-4 s meanwhile)
+    symbols = (await stats(client))["index"]["D_r"]["symbols"]
+    assert symbols["state"] in ("off", "ready"), symbols  # off unless an earlier test turned the context on
     # (the commented fragments cost more tokens: 44 for the header alone with the tiny tokenizer)
     for budget, placement in ((2048, "first"), (240, "first"), (480, "before-middle")):
         await configure(client, maxPromptTokens=budget, crossFileContext=True, contextPlacement=placement)
@@ -1209,6 +1213,8 @@ async def test_cross_file_context_reaches_the_prompt_within_max_prompt_tokens(cl
             await configure(client, maxPromptTokens=2048, crossFileContext=False, contextPlacement="first")
         assert 0 < last["contextTokens"] <= budget // 3, last
         assert last["promptTokens"] <= budget, last
+    symbols = (await stats(client))["index"]["D_r"]["symbols"]
+    assert symbols["state"] == "ready" and symbols["files"] >= 2, symbols
 
 
 async def test_a_selected_suggest_item_is_extended_as_if_accepted(client: LanguageClient, workspace):

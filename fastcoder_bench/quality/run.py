@@ -114,6 +114,16 @@ class QualityServer:
         answer = self.client.command("fastcoder.stats", timeout=60)
         return answer.get("result") or {}
 
+    def _wait_for_symbols(self, timeout: float = 600.0) -> None:
+        """Until the workspace's symbol table, read once the context is first on, is
+        read: a task must not meet it half read."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            symbols = ((self.stats().get("index") or {}).get("D_r") or {}).get("symbols") or {}
+            if symbols.get("state") != "reading":
+                return
+            time.sleep(0.1)
+
     def _open(self, uri: str, text: str) -> None:
         self.client.notify("textDocument/didOpen",
                            {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}})  # fmt: skip
@@ -125,6 +135,8 @@ class QualityServer:
         """The suggestion of ``variant`` (a name of :data:`VARIANTS`) at ``task``'s cursor,
         with the model run's figures."""
         self.client.notify("workspace/didChangeConfiguration", {"settings": {"fastcoder": {**self.baseline, **VARIANTS[variant]}}})
+        if VARIANTS[variant].get("crossFileContext"):
+            self._wait_for_symbols()
         tabs = [(self.root / rel).as_uri() for rel in task.tabs] if variant in WITH_TABS else []
         for rel, uri in zip(task.tabs, tabs):
             self._open(uri, (self.root / rel).read_text(encoding="utf-8", errors="replace"))
