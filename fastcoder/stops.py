@@ -20,6 +20,7 @@ after its first ``n`` characters). Any rule is also a predicate on a whole text:
 from __future__ import annotations
 
 import copy
+import re
 from typing import Callable, Sequence, Union
 
 StopFn = Callable[[str], "int | None"]
@@ -380,8 +381,11 @@ def opened_lines() -> StopRule:
     return MatcherRule(_OpenedLines)
 
 
+_WORDS = re.compile(r"\w+")
+
+
 class _RunsInto(_LineMatcher):
-    def __init__(self, key: str, indent: int, check_first_line: bool, first_indent: int) -> None:
+    def __init__(self, key: str, indent: int | None, check_first_line: bool, first_indent: int) -> None:
         super().__init__()
         self.key = key
         self.indent = indent
@@ -392,19 +396,21 @@ class _RunsInto(_LineMatcher):
         if not (self.index > 0 or self.check_first_line) or line.strip() != self.key:
             return None
         width = indent_of(line) + (self.first_indent if self.index == 0 else 0)
-        return max(self.line_start - 1, 0) if width == self.indent else None
+        return max(self.line_start - 1, 0) if self.indent is None or width == self.indent else None
 
 
 def runs_into(next_line: str | None, *, check_first_line: bool, first_indent: int = 0) -> StopRule | None:
-    """Stop before a complete generated line equal to ``next_line`` (the code below), its
-    indentation included: a ``}`` or ``end`` that closes a block inside the output is not
-    the ``}`` below (seen cutting generated bodies at their first inner block's end).
+    """Stop before a complete generated line equal to ``next_line`` (the code below). A
+    line of at most one word (``}``, ``});``, ``end``, ``fi``, ``else:``, ``return``) must
+    be at its indentation too: such a line that closes a block inside the output is not the
+    one below (seen cutting generated bodies at their first inner ``}``); a longer line is
+    the code below at any indentation (the model repeating it).
     ``first_indent``: the indentation width before the output's first line (the cursor's
     line), which ``check_first_line`` judges too."""
     key = next_line.strip() if next_line is not None else ""
     if not key:
         return None
-    indent = indent_of(next_line or "")
+    indent = indent_of(next_line or "") if len(_WORDS.findall(key)) <= 1 else None
     return MatcherRule(lambda: _RunsInto(key, indent, check_first_line, first_indent))
 
 

@@ -142,7 +142,9 @@ def test_generation_running_into_the_code_below_stops():
     assert body[: make_stop_fn("block", "    ", ["}"])(body)] == "if (x) {\n        y();\n    }\n    return 0;"
     lua = "if opts.debug then\n    print(opts)\n  end\n  return opts\nend\n"
     assert lua[: make_stop_fn("block", "  ", ["end"])(lua)] == "if opts.debug then\n    print(opts)\n  end\n  return opts"
-    assert make_stop_fn("block", "    ", following)("        return result\n") is None  # deeper: not the line below
+    # a one-word line deeper is not the line below; a longer one is, at any indentation
+    assert make_stop_fn("block", "    ", ["    return"])("if x:\n        return\n    y = 1") is None
+    assert make_stop_fn("block", "    ", following)("        return result\n") == 0  # the model repeating it
 
 
 def test_a_code_fence_ends_a_suggestion_in_a_document_without_one():
