@@ -36,6 +36,7 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
+from fastcoder.edit import choose_fence, fence_tag
 from fastcoder.errors import FastCoderError
 from lsp_server import actions, edit, notebooks
 from lsp_server.complete import Outcome
@@ -442,11 +443,12 @@ async def completion(ls: FastCoderServer, params: types.CompletionParams) -> typ
     text = outcome.text
     label = next((ln.strip() for ln in text.split("\n") if ln.strip()), text.strip())
     word_prefix = word_before(ctx.line_prefix)  # what the client filters with
+    language = getattr(ls.workspace.text_documents.get(unquote(params.text_document.uri)), "language_id", None)
     item = types.CompletionItem(
         label=label if len(label) <= 80 else label[:77] + "...",
         kind=types.CompletionItemKind.Snippet,
         detail="FastCoder",
-        documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=f"```\n{text}\n```") if "\n" in text else None,
+        documentation=_code_block(text, language) if "\n" in text else None,
         text_edit=types.TextEdit(range=types.Range(start=params.position, end=params.position), new_text=text),
         insert_text_format=types.InsertTextFormat.PlainText,
         filter_text=word_prefix,
@@ -454,6 +456,13 @@ async def completion(ls: FastCoderServer, params: types.CompletionParams) -> typ
         preselect=True,
     )
     return types.CompletionList(is_incomplete=True, items=[item])
+
+
+def _code_block(text: str, language: str | None) -> types.MarkupContent:
+    """``text`` as a Markdown code block in ``language``, fenced by more backticks than it
+    holds (a suggestion in a Markdown file with a fence in it broke a fixed one)."""
+    fence = choose_fence(text)
+    return types.MarkupContent(kind=types.MarkupKind.Markdown, value=f"{fence}{fence_tag(language)}\n{text}\n{fence}")
 
 
 # ========================================================================= code actions

@@ -603,3 +603,12 @@ def test_a_json_suggestion_never_leaves_a_trailing_comma_before_the_closer():
     assert finalize('"license": "MIT",', more, language="json") == '"license": "MIT",'
     array = ctx_at('[\n  1,\n  |\n]\n')
     assert finalize("2,\n  3,", array, language="json") == "2,\n  3"
+
+
+def test_a_completion_items_documentation_fences_what_it_holds():
+    from lsp_server.server import _code_block
+
+    assert _code_block("x = 1\ny = 2", "python").value == "```python\nx = 1\ny = 2\n```"
+    md = "Install it:\n\n```bash\npip install x\n```"  # a suggestion in a Markdown file
+    assert _code_block(md, "markdown").value == "````markdown\n" + md + "\n````"
+    assert _code_block("a\nb", None).value == "```\na\nb\n```"

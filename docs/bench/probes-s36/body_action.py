@@ -22,6 +22,11 @@ CASES = [
     ("max.go", "go", "package main\n\nfunc maxOf(xs []int) int {\n}\n", 2),
     ("range.ts", "typescript", "export function range(start: number, end: number): number[] {\n}\n", 0),
     ("fact.c", "c", "int factorial(int n) {\n}\n", 0),
+    ("async.py", "python", "import asyncio\n\n\nasync def fetch_all(urls, fetch):\n    \"\"\"Fetch every url concurrently; results in order.\"\"\"\n", 3),
+    ("prop.py", "python", "class Rect:\n    def __init__(self, w, h):\n        self.w, self.h = w, h\n\n    @property\n    def area(self):\n        ...\n", 5),
+    ("tabs.py", "python", "class Queue:\n\tdef __init__(self):\n\t\tself.items = []\n\n\tdef push(self, x):\n\t\tpass\n", 4),
+    ("broken.py", "python", "def slugify(title):\n    pass\n\n\ndef main(\n", 0),
+    ("crlf.py", "python", "def reverse_words(s):\r\n    pass\r\n", 0),
 ]
 
 ws = Path(tempfile.mkdtemp(prefix="fastcoder-body-")) / "project"
