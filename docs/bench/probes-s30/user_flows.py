@@ -28,7 +28,10 @@ final newline, trailing spaces, after Enter inside a call, ``elif``, a method ch
 ``.gitignore``) or 12 (a GitHub workflow, SQL, a shell ``if``, ``pyproject.toml``, ``match``,
 the ``__main__`` guard, ``pytest.raises``, an ``except`` body, a regex, a comprehension on
 lines, TSX, a Go handler) or 13 (empty bodies in brace and ``end`` languages, the closer
-below: JavaScript, Go, C, Ruby, Lua, Java, Rust, TypeScript).
+below: JavaScript, Go, C, Ruby, Lua, Java, Rust, TypeScript) or 14 (code on both sides: a
+line's start, before a trailing comment, a dict key, a new method between two, a comment
+above a function, JS ``else {|}``, a backslash continuation, a call's argument lines, a Go
+statement between two, JSX in a ``map``).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -267,7 +270,19 @@ BATCH_13 = [  # thirty-sixth session: bodies whose lines close inner blocks, the
     ("filter.rs", "rust", "fn positives(v: &[i32]) -> Vec<i32> {\n    |\n}\n"),
     ("retry.ts", "typescript", "async function retry<T>(fn: () => Promise<T>, times: number): Promise<T> {\n  |\n}\n"),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13}[BATCH]
+BATCH_14 = [  # thirty-sixth session: code on both sides
+    ("line_start.py", "python", "def f(x):\n    y = x * 2\n|    return y\n"),
+    ("trailing_comment.py", "python", "def count(items):\n    n = |  # the number of non-empty items\n    return n\n"),
+    ("dict_key.py", "python", "def port(cfg):\n    return cfg[\"|\"]\n"),
+    ("new_method.py", "python", "class Store:\n    def __init__(self, path):\n        self.path = path\n\n    |\n\n    def save(self, data):\n        with open(self.path, \"w\") as fh:\n            fh.write(data)\n"),
+    ("comment_above.py", "python", "# |\ndef median(values):\n    s = sorted(values)\n    n = len(s)\n    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2\n"),
+    ("else_brace.js", "javascript", "function sign(x) {\n  if (x >= 0) {\n    return 1;\n  } else {|}\n}\n"),
+    ("continuation.py", "python", "total = price * quantity \\\n    |\n"),
+    ("kwarg_lines.py", "python", "import argparse\n\nparser = argparse.ArgumentParser()\nparser.add_argument(\n    \"--verbose\",\n    |\n)\n"),
+    ("between_stmts.go", "go", "package main\n\nimport \"fmt\"\n\nfunc main() {\n\tname := \"world\"\n\t|\n\tfmt.Println(greeting)\n}\n"),
+    ("jsx_map.jsx", "javascriptreact", "export function List({ items }) {\n  return (\n    <ul>\n      {items.map((item) => (\n        |\n      ))}\n    </ul>\n  );\n}\n"),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
