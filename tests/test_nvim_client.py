@@ -213,6 +213,30 @@ local ok, err = pcall(function()
   result.errors = errors
   step("completion")
 
+  if CFG.stub_file then
+    -- "Generate function body" as users run it: vim.lsp.buf.code_action(), the action
+    -- picked in vim.ui.select, resolved (codeAction/resolve) and applied by Neovim
+    vim.cmd("edit " .. vim.fn.fnameescape(CFG.stub_file))
+    local sbuf = vim.api.nvim_get_current_buf()
+    vim.wait(CFG.start_timeout_ms, function() return fc.get_clients({ bufnr = sbuf })[1] ~= nil end, 50)
+    vim.api.nvim_win_set_cursor(0, { 1, 4 })
+    local offered = {}
+    vim.ui.select = function(items, opts, on_choice)
+      for _, item in ipairs(items) do
+        local action = item[2] or item.action or item
+        table.insert(offered, action.title or vim.inspect(action))
+      end
+      on_choice(items[1], 1)
+    end
+    vim.lsp.buf.code_action()
+    vim.wait(CFG.request_timeout_ms, function()
+      return (vim.api.nvim_buf_get_lines(sbuf, 1, 2, false)[1] or "") ~= "    pass"
+    end, 50)
+    result.actions_offered = offered
+    result.stub_after = vim.api.nvim_buf_get_lines(sbuf, 0, -1, false)
+    step("code action")
+  end
+
   if CFG.extra then
     -- where the cursor rests: fastcoder/cursor once it has not moved for cursor_rest_ms
     -- (a headless Neovim runs no CursorMoved by itself inside a script: fired here)
@@ -509,13 +533,17 @@ def test_a_multi_line_item_is_inserted_as_lines(nvim_bin: str, tmp_path: Path, c
 
 
 def test_completion_with_real_server(nvim_bin: str, tmp_path: Path, request: pytest.FixtureRequest):
-    """`fastcoder serve` on the tiny model answers textDocument/completion inside Neovim."""
+    """`fastcoder serve` on the tiny model answers textDocument/completion inside Neovim,
+    and its "Generate function body" code action is resolved and applied by Neovim's own
+    ``vim.lsp.buf.code_action()``."""
     pytest.importorskip("lsp_server.server")
     try:
         tiny_model_dir = request.getfixturevalue("tiny_model_dir")
     except pytest.FixtureLookupError:
         pytest.skip("the tiny_model_dir fixture (tests/conftest.py) is not available yet")
     proj, src = make_project(tmp_path)
+    stubs = proj / "pkg" / "stubs.py"
+    stubs.write_text("def double(x):\n    pass\n")
     out = tmp_path / "result.json"
     script = client_script(
         tmp_path,
@@ -529,6 +557,7 @@ def test_completion_with_real_server(nvim_bin: str, tmp_path: Path, request: pyt
         ready_timeout_ms=180000,
         request_timeout_ms=60000,
         extra=False,
+        stub_file=str(stubs),
     )
     # the server must import the repo's packages even if they are not installed
     pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
@@ -542,3 +571,7 @@ def test_completion_with_real_server(nvim_bin: str, tmp_path: Path, request: pyt
     assert res["status"]["state"] != "error", f"{res['status']}\n{where}"
     assert not res["errors"], f"{res['errors']}\n{where}"
     assert res["n_items"] >= 1, f"no completion items: {res}\n{where}"
+    # the code action, resolved and applied by Neovim itself: `pass` replaced by a body
+    assert res["actions_offered"] == ["Generate function body (FastCoder)"], f"{res}\n{where}"
+    after = res["stub_after"]
+    assert after[0] == "def double(x):" and after[1] != "    pass" and after[1].startswith("    "), f"{after}\n{where}"
