@@ -15,10 +15,10 @@ this module picks them for a cursor. Rules:
   - a non-empty line indented less than the cursor's line ends the block,
   - at top level (the cursor's line is not indented) a blank line after some code;
 * ``block`` mode, in addition: the output runs into the code below the cursor (a
-  generated line equal to the next non-blank line of the document, at its indentation,
-  :func:`fastcoder.stops.runs_into`);
-* every mode, in a document without a Markdown code fence: a generated line that starts
-  with one (:func:`fastcoder.stops.fence_line`).
+  generated line equal to the next non-blank line of the document; a line of at most one
+  word, such as ``}`` or ``end``, at its indentation too: :func:`fastcoder.stops.runs_into`);
+* ``block`` mode and a bracket's contents, in a document without a Markdown code fence: a
+  generated line that starts with one (:func:`fastcoder.stops.fence_line`).
 
 ``max_new_tokens`` and the time budget are the engine's own limits
 (:class:`fastcoder.config.DecodeConfig`).
