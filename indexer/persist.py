@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 import tempfile
 import time
@@ -99,6 +100,8 @@ def dir_lock(directory: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+_STORE_NAME = re.compile(r"[0-9a-f]{16}-")
+"""The start of a store directory's name (:func:`store_dir`)."""
 STALE_DAYS = 60
 """A store not saved for this long is deleted by :func:`prune_stores`."""
 PRUNE_EVERY_S = 24 * 3600
@@ -130,8 +133,8 @@ def prune_stores(index_dir: Path, keep: Path | None = None, *, now: float | None
         return []
     gone: list[Path] = []
     for d in entries:
-        if not d.is_dir() or (keep is not None and d.resolve() == Path(keep).resolve()):
-            continue
+        if not d.is_dir() or not _STORE_NAME.match(d.name) or (keep is not None and d.resolve() == Path(keep).resolve()):
+            continue  # only store directories (store_dir's names), never the one in use
         try:
             manifest = json.loads((d / MANIFEST).read_text(encoding="utf-8"))
             roots, saved = manifest.get("roots") or [], float(manifest.get("saved_at") or 0)

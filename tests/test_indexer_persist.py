@@ -172,29 +172,33 @@ def test_stale_stores_are_pruned_and_the_live_ones_kept(repo_dir, tmp_path, tiny
         return d
 
     now = time.time()
-    gone = store("gone", [gone_root], now)
-    old = store("old", [live_root], now - (STALE_DAYS + 1) * 86400)
-    live = store("live", [live_root], now)
-    busy = store("busy", [gone_root], now)
-    unfinished = index_dir / "unfinished"
+    name = "{:016x}-fp".format
+    gone = store(name(1), [gone_root], now)
+    old = store(name(2), [live_root], now - (STALE_DAYS + 1) * 86400)
+    live = store(name(3), [live_root], now)
+    busy = store(name(4), [gone_root], now)
+    unfinished = index_dir / name(5)
     unfinished.mkdir()
     os.utime(unfinished, (now - 2 * 86400, now - 2 * 86400))
-    fresh_unfinished = index_dir / "fresh-unfinished"
+    fresh_unfinished = index_dir / name(6)
     fresh_unfinished.mkdir()
+    foreign = index_dir / "not-a-store"  # not a store's name: never touched
+    foreign.mkdir()
+    os.utime(foreign, (now - 90 * 86400, now - 90 * 86400))
     with open(busy / "lock", "a+b") as held:  # another process saving it
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)
         deleted = prune_stores(index_dir, keep=None, now=now)
-    assert sorted(p.name for p in deleted) == ["gone", "old", "unfinished"]
+    assert sorted(p.name for p in deleted) == [name(1), name(2), name(5)]
     assert not gone.exists() and not old.exists() and not unfinished.exists()
-    assert live.exists() and busy.exists() and fresh_unfinished.exists()
+    assert live.exists() and busy.exists() and fresh_unfinished.exists() and foreign.exists()
     assert prune_stores(index_dir, now=now + 60) == []  # not again within a day, even with busy free now
-    assert sorted(p.name for p in prune_stores(index_dir, now=now + 86400 + 1)) == ["busy", "fresh-unfinished"]
+    assert sorted(p.name for p in prune_stores(index_dir, now=now + 86400 + 1)) == [name(4), name(6)]
 
     # the server's path: opening a workspace's index in the shared cache prunes the others
-    store("gone-again", [gone_root], now)
+    store(name(7), [gone_root], now)
     os.utime(index_dir / ".pruned", (now - 2 * 86400, now - 2 * 86400))
     idx = make(repo_dir, tiny_tokenizer)
     idx.start()
     assert idx.wait_ready(60) and idx.flush()
     idx.stop()
-    assert not (index_dir / "gone-again").exists() and idx.store.directory.exists() and live.exists()
+    assert not (index_dir / name(7)).exists() and idx.store.directory.exists() and live.exists() and foreign.exists()
