@@ -31,7 +31,9 @@ lines, TSX, a Go handler) or 13 (empty bodies in brace and ``end`` languages, th
 below: JavaScript, Go, C, Ruby, Lua, Java, Rust, TypeScript) or 14 (code on both sides: a
 line's start, before a trailing comment, a dict key, a new method between two, a comment
 above a function, JS ``else {|}``, a backslash continuation, a call's argument lines, a Go
-statement between two, JSX in a ``map``).
+statement between two, JSX in a ``map``) or 15 (inside blocks whose closer is below: a Ruby
+``do`` block, a shell ``case``, Elixir, a Python loop, a JS ``switch``, a Rust ``impl``, a TS
+``try``, a C ``while``).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -282,7 +284,17 @@ BATCH_14 = [  # thirty-sixth session: code on both sides
     ("between_stmts.go", "go", "package main\n\nimport \"fmt\"\n\nfunc main() {\n\tname := \"world\"\n\t|\n\tfmt.Println(greeting)\n}\n"),
     ("jsx_map.jsx", "javascriptreact", "export function List({ items }) {\n  return (\n    <ul>\n      {items.map((item) => (\n        |\n      ))}\n    </ul>\n  );\n}\n"),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14}[BATCH]
+BATCH_15 = [  # thirty-sixth session: more block closers below the cursor
+    ("each.rb", "ruby", "def countdown(n)\n  n.downto(1).each do\n    |\n  end\n  puts \"liftoff\"\nend\n"),  # (| marks the cursor)
+    ("case.sh", "shellscript", "#!/bin/bash\ncase \"$1\" in\n  start)\n    |\n    ;;\nesac\n"),
+    ("mod.ex", "elixir", "defmodule Math do\n  def sum(list) do\n    |\n  end\nend\n"),
+    ("loop.py", "python", "def scan(lines):\n    for line in lines:\n        if not line:\n            continue\n        |\n    return None\n"),
+    ("switch.js", "javascript", "function label(n) {\n  switch (n) {\n    case 0:\n      |\n  }\n}\n"),
+    ("impl.rs", "rust", "struct Counter { n: u32 }\n\nimpl Counter {\n    |\n}\n"),
+    ("try.ts", "typescript", "async function load(path: string) {\n  try {\n    |\n  } catch (err) {\n    console.error(err);\n  }\n}\n"),
+    ("while.c", "c", "int count(const char *s) {\n    int n = 0;\n    while (*s) {\n        |\n    }\n    return n;\n}\n"),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
