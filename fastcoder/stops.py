@@ -445,6 +445,97 @@ def fence_line(*, check_first_line: bool) -> StopRule:
     return MatcherRule(lambda: _FenceLine(check_first_line))
 
 
+LOOP_LINES = 6
+"""The longest block of lines :func:`loop` looks for written again and again."""
+LOOP_LINE_REPEATS = 4
+"""One line written this many times in a row is a loop (``#endif`` three times is not)."""
+LOOP_BLOCK_REPEATS = 3
+"""A block of 2 to :data:`LOOP_LINES` lines written this many times in a row is a loop."""
+LOOP_PIECES = ((3, 6), (10, 4))
+"""Within a line: a piece of at least 3 characters written 6 times in a row, or of at
+least 10 written 4 times, ends the line in a loop (Tabby's thresholds)."""
+LOOP_PIECE_MAX = 40
+"""The longest piece looked for within a line."""
+_LETTERS = re.compile(r"[A-Za-z_]{2}")
+
+
+def _repeats(piece: str, times: int, text: str) -> bool:
+    return len(text) >= len(piece) * times and text.endswith(piece * times)
+
+
+def loops_in_line(line: str) -> bool:
+    """Whether ``line`` ends with a piece written again and again (:data:`LOOP_PIECES`)
+    that holds two letters in a row: ``bar(baz(bar(baz(...``, not ``# ------`` or ``0x00,
+    0x00, ...``, which are what some files hold."""
+    n = len(line)
+    for size in range(LOOP_PIECES[0][0], LOOP_PIECE_MAX + 1):
+        times = LOOP_PIECES[0][1] if size < LOOP_PIECES[1][0] else LOOP_PIECES[1][1]
+        if size * times > n:
+            if size >= LOOP_PIECES[1][0]:
+                break
+            continue
+        piece = line[n - size :]
+        if _repeats(piece, times, line) and _LETTERS.search(piece):
+            return True
+    return False
+
+
+class _Loop(_LineMatcher):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[tuple[str, int]] = []  # the last complete lines: (text, start)
+
+    def line_grew(self, chunk: str) -> int | None:
+        if loops_in_line("".join(self.parts)):
+            return max(self.line_start - 1, 0)
+        return None
+
+    def line_done(self, line: str) -> int | None:
+        self.lines.append((line.rstrip(), self.line_start))
+        del self.lines[: -LOOP_LINES * LOOP_LINE_REPEATS]
+        texts = [t for t, _ in self.lines]
+        for size in range(1, LOOP_LINES + 1):
+            times = LOOP_LINE_REPEATS if size == 1 else LOOP_BLOCK_REPEATS
+            if size * times > len(texts):
+                continue
+            block = texts[len(texts) - size :]
+            if texts[len(texts) - size * times :] == block * times and any(_LETTERS.search(t) for t in block):
+                second = self.lines[len(texts) - size * (times - 1)][1]  # where the block starts again
+                return max(second - 1, 0)
+        return None
+
+
+def loop() -> StopRule:
+    """Stop where greedy decoding has fallen into a loop, which it never leaves (seen in
+    "Generate function body": ``title = title.replace(...)`` 30 times, to the token cap):
+    a line written :data:`LOOP_LINE_REPEATS` times in a row, or a block of up to
+    :data:`LOOP_LINES` lines :data:`LOOP_BLOCK_REPEATS` times, keeps its first writing
+    (the text is cut before the newline where it starts again); a line that ends in a
+    piece written again and again (:func:`loops_in_line`) is dropped whole (cut before the
+    newline that precedes it; the first line: everything). Lines are compared whole,
+    indentation included, and a repeated block must hold two letters in a row (rows of
+    zeros and ``#`` lines repeat in real files)."""
+    return MatcherRule(_Loop)
+
+
+CONTROL_CHARS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
+"""C0 and C1 control characters, but tab, line feed, form feed (a page break in some
+sources) and carriage return."""
+
+
+class _ControlChars(_LineMatcher):
+    def line_grew(self, chunk: str) -> int | None:
+        return max(self.line_start - 1, 0) if CONTROL_CHARS.search(chunk) else None
+
+
+def control_chars() -> StopRule:
+    """Stop before a line that holds a control character (:data:`CONTROL_CHARS`: a bell,
+    an escape, a NUL): no source line is written with one, and in an editor or a
+    terminal it is not text (seen from a small model's body). Cut before the newline that
+    precedes the line (the first line: everything)."""
+    return MatcherRule(_ControlChars)
+
+
 class _AnyOf(StopRule):
     def __init__(self, rules: Sequence[StopRule]) -> None:
         self.rules = tuple(rules)

@@ -21,7 +21,7 @@ from typing import Any
 
 from fastcoder.stops import FENCE
 from fastcoder.tokens import TokenInfo
-from lsp_server.postprocess import document_indent_unit, reindent
+from lsp_server.postprocess import cut_at_limit, document_indent_unit, reindent
 from lsp_server.prompt import CursorContext, build_prompt
 from lsp_server.stops import indent_width, make_stop_fn
 
@@ -343,6 +343,8 @@ def body_prompt_context(text: str, stub: Stub) -> tuple[str, str]:
 def finish_body(generated: str, stub: Stub, truncated: bool) -> str:
     """The replacement text for the stub range, or "" when there is no body."""
     body = generated.replace("\r\n", "\n")
+    if truncated:
+        body = cut_at_limit(body)  # whole lines, no bracket left open
     lines = [ln.rstrip() for ln in body.split("\n")]
     if len(lines) > 1 and not lines[0].strip() and stub.indent:
         # the prompt ends at the body's indentation but the model began with a line break:
@@ -351,8 +353,6 @@ def finish_body(generated: str, stub: Stub, truncated: bool) -> str:
             lines.pop(0)
         if lines[0].startswith(stub.indent):
             lines[0] = lines[0][len(stub.indent) :]
-    if truncated and len(lines) > 1:
-        lines = lines[:-1]  # cut off mid-line: keep whole lines only
     while lines and not lines[-1].strip():
         lines.pop()
     body = "\n".join(lines)

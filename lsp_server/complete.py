@@ -57,7 +57,7 @@ from lsp_server.context import ContextBuilder, ContextState, fs_path
 from lsp_server.fallback import ArPace
 from lsp_server.metrics import ServerMetrics
 from lsp_server.model_host import ModelHost
-from lsp_server.postprocess import document_indent_unit, finalize
+from lsp_server.postprocess import cut_at_limit, document_indent_unit, finalize
 from lsp_server.prompt import (
     CursorContext, Prompt, build_prompt, encode, fim_special_ids, place_context, plan_start, remember_window,
 )  # fmt: skip
@@ -152,13 +152,6 @@ class _EarlyLinesMatcher(StopMatcher):
 
     def peek(self, piece: str) -> int | None:
         return self.inner.peek(piece)  # no early answer from text that may still change
-
-
-def drop_partial_line(text: str) -> str:
-    """A multi-line output cut by a limit ends mid-line: keep its whole lines."""
-    body = text.rstrip()
-    cut = body.rfind("\n")
-    return body[:cut] if cut > 0 and body[:cut].strip() else text
 
 
 BORROW_MIN_TOKENS = 64
@@ -789,5 +782,5 @@ class Completer:
             return None, gen.stats
         text = gen.text[len(heal) :]
         if gen.stats.stop_reason in ("time_budget", "max_new_tokens") and (ctx.mode == "block" or opened):
-            text = drop_partial_line(text)
+            text = cut_at_limit(text)
         return finalize(text, ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace, language=doc.language_id), gen.stats

@@ -339,6 +339,28 @@ def drop_foreign_script(text: str, ctx: CursorContext) -> str:
     return "\n".join(kept)
 
 
+def cut_at_limit(text: str) -> str:
+    """A multi-line output that a limit cut (``maxNewTokens``, the time budget) ends
+    mid-line, and maybe inside brackets it opened: its whole lines, back to the last line
+    end where every bracket it opened is closed again (``total = df.agg(`` and two argument
+    lines: the lines before it), or all its whole lines when no line end closes them. A
+    single line is kept as it is (a prefix of the model's line)."""
+    body = text.rstrip()
+    cut = body.rfind("\n")
+    if cut <= 0 or not body[:cut].strip():
+        return text
+    whole = body[:cut]
+    depth = BracketDepth()
+    closed = None  # the last line end with nothing left open
+    end = -1
+    for line in whole.split("\n"):
+        end += 1 + len(line)
+        depth.feed(line + "\n")
+        if depth.depth == depth.least and whole[:end].strip():
+            closed = end
+    return whole if closed is None else whole[:closed]
+
+
 def finalize(text: str, ctx: CursorContext, *, indent_unit: str | None = None, keep_whitespace: bool = False,
              language: str | None = None) -> str:
     """The suggestion to show for generated ``text`` at ``ctx`` ("" for none); ``language``:

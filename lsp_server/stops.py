@@ -18,7 +18,11 @@ this module picks them for a cursor. Rules:
   generated line equal to the next non-blank line of the document; a line of at most one
   word, such as ``}`` or ``end``, at its indentation too: :func:`fastcoder.stops.runs_into`);
 * ``block`` mode and a bracket's contents, in a document without a Markdown code fence: a
-  generated line that starts with one (:func:`fastcoder.stops.fence_line`).
+  generated line that starts with one (:func:`fastcoder.stops.fence_line`);
+* every mode: a loop (a line written 4 times in a row, a block of lines 3 times: the first
+  writing stays; a line ending in a piece written again and again goes:
+  :func:`fastcoder.stops.loop`), and a line holding a control character
+  (:func:`fastcoder.stops.control_chars`).
 
 ``max_new_tokens`` and the time budget are the engine's own limits
 (:class:`fastcoder.config.DecodeConfig`).
@@ -28,8 +32,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fastcoder.stops import (StopRule, any_of, block_end, fence_line, first_line_unless_opener, indent_of, opened_lines,
-                             runs_into)
+from fastcoder.stops import (StopRule, any_of, block_end, control_chars, fence_line, first_line_unless_opener, indent_of,
+                             loop, opened_lines, runs_into)
 
 TAB_WIDTH = 4
 LINE_COMMENTS = ("#", "//", "--", ";")
@@ -70,11 +74,14 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     """
     base = indent_width(line_prefix)
     fence = None if fences else fence_line(check_first_line=not line_prefix.strip())
+    garbage = (loop(), control_chars())
     if mode == "line":
-        return any_of(opened_lines(), block_end(base), fence) if opened else block_end(base, single_line=True)
+        if opened:
+            return any_of(opened_lines(), block_end(base), fence, *garbage)
+        return any_of(block_end(base, single_line=True), *garbage)
     # when only indentation precedes the cursor, the first line is a whole line too
     into = runs_into(first_nonblank(following_lines), check_first_line=not line_prefix.strip(), first_indent=base)
     stripped = line_prefix.strip()
     statement = stripped and not stripped.startswith(LINE_COMMENTS) and not any(q in stripped for q in DOC_QUOTES)
     one_line = first_line_unless_opener(line_prefix) if statement and not mid_line_blocks else None
-    return any_of(block_end(base), into, one_line, fence)
+    return any_of(block_end(base), into, one_line, fence, *garbage)

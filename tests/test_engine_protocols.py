@@ -27,7 +27,7 @@ from fastcoder.search import Retrieval
 from fastcoder.session import DraftState, Session
 from fastcoder.sources import DraftSource, register, unregister
 from fastcoder.stats import GenStats
-from fastcoder.stops import StopStrings, any_of, block_end, runs_into
+from fastcoder.stops import StopStrings, any_of, block_end, control_chars, loop, runs_into
 
 
 @pytest.fixture(scope="module")
@@ -290,9 +290,13 @@ def test_incremental_rules_cut_where_whole_text_rules_cut(tiny_tokenizer):
         ids = tiny_tokenizer(chunk, add_special_tokens=False)["input_ids"]
         if rng.random() < 0.4:  # random ids: byte tokens, incomplete characters (U+FFFD in a whole decode)
             ids = [rng.randrange(4, len(tiny_tokenizer)) for _ in range(300)]
+        elif rng.random() < 0.3:  # a loop: some lines written again and again
+            lines = chunk.split("\n")
+            ids = tiny_tokenizer("\n".join(lines[:3] + lines[3 : 3 + rng.randint(1, 3)] * 5), add_special_tokens=False)["input_ids"]
         indent = rng.choice([0, 4, 8])
         rules = [block_end(indent, check_first_line=rng.random() < 0.5), block_end(indent, single_line=True),
-                 runs_into(rng.choice(chunk.split("\n")), check_first_line=False), StopStrings([chunk[700:703]])]  # fmt: skip
+                 runs_into(rng.choice(chunk.split("\n")), check_first_line=False), StopStrings([chunk[700:703]]), loop(),
+                 control_chars()]  # fmt: skip
         rule = any_of(*rng.sample(rules, rng.randint(1, 3)))
         decoded = tiny_tokenizer.decode(ids, skip_special_tokens=True)
         # the first token after which the whole-text rule cuts

@@ -396,6 +396,7 @@ def test_body_prompt_and_result():
     assert prefix.endswith("def passing(x):\n    ") and suffix.startswith("\n\n\ndef ellipsis")
     assert actions.finish_body("return x * 2\n    ", s, truncated=False) == "    return x * 2"
     assert actions.finish_body("y = x\n    return y\n    z = fo", s, truncated=True) == "    y = x\n    return y"
+    assert actions.finish_body("y = x\n    z = f(\n        y,\n        ", s, truncated=True) == "    y = x"
     assert actions.finish_body("  \n", s, truncated=False) == ""
     # a leading line break (seen in VS Code's editor, issue 15) leaves no whitespace-only line
     assert actions.finish_body("\n    return x * 2", s, truncated=False) == "    return x * 2"
@@ -478,11 +479,25 @@ def test_suffix_cap(tiny_tokenizer):
 
 
 def test_a_multi_line_output_cut_by_a_limit_keeps_whole_lines():
-    from lsp_server.complete import drop_partial_line
+    from lsp_server.postprocess import cut_at_limit
 
-    assert drop_partial_line("x = 1\n    y = fo") == "x = 1"
-    assert drop_partial_line("x = fo") == "x = fo"  # one line: a prefix of the model's line
-    assert drop_partial_line("\n    y = fo") == "\n    y = fo"
+    assert cut_at_limit("x = 1\n    y = fo") == "x = 1"
+    assert cut_at_limit("x = fo") == "x = fo"  # one line: a prefix of the model's line
+    assert cut_at_limit("\n    y = fo") == "\n    y = fo"
+
+
+def test_a_multi_line_output_cut_by_a_limit_leaves_no_bracket_open():
+    """Cut inside a call it opened, the suggestion ends before the line that opened it
+    (seen: ``.agg(`` and four argument lines, unclosed); brackets in strings do not
+    count, and brackets it closes that the cursor's code opened are not its own."""
+    from lsp_server.postprocess import cut_at_limit
+
+    text = "x = 1\n    total = df.agg(\n        a=('x', 'sum'),\n        b=('y', 'me"
+    assert cut_at_limit(text) == "x = 1"
+    assert cut_at_limit("x = f(1)\n    y = '(('\n    z = g(") == "x = f(1)\n    y = '(('"
+    assert cut_at_limit("a, b)\n    y = 2\n    z = g(") == "a, b)\n    y = 2"
+    # nothing closes before the cut: the whole lines, as without brackets
+    assert cut_at_limit("total = df.agg(\n    a=1,\n    b=") == "total = df.agg(\n    a=1,"
 
 
 def test_typed_through_with_auto_closed_brackets():

@@ -56,3 +56,60 @@ def test_opened_lines_run_to_the_line_that_closes_the_bracket():
     assert next(c for c in cuts if c is not None) == want
     assert rule('\n        "POST",\n        url,\n    ') is None  # no closer yet: goes on
     assert rule("\n    a,\n    'it''s (',\n    b)\nnext") == len("\n    a,\n    'it''s (',\n    b)")
+
+
+def test_a_loop_keeps_its_first_writing():
+    """Greedy decoding that writes the same line or block again and again stops: the first
+    writing stays, what repeats it goes (a body seen with ``title = title.replace(...)``
+    30 times, to the token cap)."""
+    from fastcoder.stops import loop
+
+    rule = loop()
+    line = "    title = title.replace('a', 'b')\n"
+    text = "def f(title):\n" + line * 6
+    assert text[: rule(text)] == "def f(title):\n" + line.rstrip("\n")
+    assert rule("def f(title):\n" + line * 3) is None  # three times: not yet
+    block = "    x = foo()\n    y = bar(x)\n"
+    text = "a = 1\n" + block * 3
+    assert text[: rule(text)] == "a = 1\n" + block.rstrip("\n")
+    assert rule("a = 1\n" + block * 2) is None
+    # what real files repeat: rows of numbers, rules, nested #endif (three), counters
+    assert rule("[0, 0, 0, 0],\n" * 6) is None
+    assert rule("# " + "-" * 60 + "\n") is None
+    assert rule("#endif\n" * 3) is None
+    assert rule("".join(f"self.assertEqual(f({i}), {i})\n" for i in range(8))) is None
+    assert rule("table = [0x00, " + "0x00, " * 12 + "\n") is None
+
+
+def test_a_line_that_loops_within_itself_goes_whole():
+    from fastcoder.stops import loop
+
+    rule = loop()
+    assert rule("result = foo(" + "bar(baz(" * 6) == 0  # the first line: nothing is left
+    text = "x = 1\nresult = foo(" + "bar(baz(" * 6
+    assert text[: rule(text)] == "x = 1"
+    assert rule("name = " + "self.name_of_it" * 3) is None  # a long piece: four times
+
+
+def test_a_line_with_a_control_character_ends_the_output():
+    from fastcoder.stops import control_chars
+
+    rule = control_chars()
+    assert rule("x = 1\ny = \x07\x1b[2J") == 5
+    assert rule("\x00abc") == 0
+    # tab, carriage return and form feed (a page break in some sources) are text
+    assert rule("\tx = 1\r\n\x0c\ny = 2") is None
+
+
+def test_the_server_rules_stop_a_loop_in_every_mode():
+    from lsp_server.stops import make_stop_fn
+
+    line = "    total = total + 1\n"
+    for mode, prefix in (("block", "    "), ("block", "    x = "), ("line", "    x = ")):
+        rule = make_stop_fn(mode, prefix, ["    return total"], mid_line_blocks=True)
+        if mode == "block":
+            text = "x\n" + line * 5
+            assert text[: rule(text)] == "x\n" + line.rstrip("\n")
+        text = "foo(" + "bar(baz(" * 6
+        assert rule(text) == 0, mode
+        assert rule("a\x1b") == 0, mode
