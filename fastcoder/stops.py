@@ -445,12 +445,19 @@ def fence_line(*, check_first_line: bool) -> StopRule:
     return MatcherRule(lambda: _FenceLine(check_first_line))
 
 
-LOOP_LINES = 6
+LOOP_LINES = 16
 """The longest block of lines :func:`loop` looks for written again and again."""
-LOOP_LINE_REPEATS = 4
-"""One line written this many times in a row is a loop (``#endif`` three times is not)."""
-LOOP_BLOCK_REPEATS = 3
-"""A block of 2 to :data:`LOOP_LINES` lines written this many times in a row is a loop."""
+LOOP_REPEATS = ((1, 4), (2, 3), (4, 2))
+"""(block size, times): a block of at least that many lines written that many times in a
+row is a loop. One line 4 times (``#endif`` three times is not), 2-3 lines 3 times, 4 lines
+or more twice (greedy decoding that wrote 4 lines again goes on writing them: seen with 12
+``title = title.replace(...)`` lines, again and again to the token cap)."""
+
+
+def _loop_repeats(size: int) -> int:
+    return next(times for least, times in reversed(LOOP_REPEATS) if size >= least)
+
+
 LOOP_PIECES = ((3, 6), (10, 4))
 """Within a line: a piece of at least 3 characters written 6 times in a row, or of at
 least 10 written 4 times, ends the line in a loop (Tabby's thresholds)."""
@@ -492,10 +499,10 @@ class _Loop(_LineMatcher):
 
     def line_done(self, line: str) -> int | None:
         self.lines.append((line.rstrip(), self.line_start))
-        del self.lines[: -LOOP_LINES * LOOP_LINE_REPEATS]
+        del self.lines[: -2 * LOOP_LINES]
         texts = [t for t, _ in self.lines]
         for size in range(1, LOOP_LINES + 1):
-            times = LOOP_LINE_REPEATS if size == 1 else LOOP_BLOCK_REPEATS
+            times = _loop_repeats(size)
             if size * times > len(texts):
                 continue
             block = texts[len(texts) - size :]
@@ -508,8 +515,8 @@ class _Loop(_LineMatcher):
 def loop() -> StopRule:
     """Stop where greedy decoding has fallen into a loop, which it never leaves (seen in
     "Generate function body": ``title = title.replace(...)`` 30 times, to the token cap):
-    a line written :data:`LOOP_LINE_REPEATS` times in a row, or a block of up to
-    :data:`LOOP_LINES` lines :data:`LOOP_BLOCK_REPEATS` times, keeps its first writing
+    a block of up to :data:`LOOP_LINES` lines written again as :data:`LOOP_REPEATS` says
+    keeps its first writing
     (the text is cut before the newline where it starts again); a line that ends in a
     piece written again and again (:func:`loops_in_line`) is dropped whole (cut before the
     newline that precedes it; the first line: everything). Lines are compared whole,

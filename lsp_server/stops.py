@@ -19,8 +19,8 @@ this module picks them for a cursor. Rules:
   word, such as ``}`` or ``end``, at its indentation too: :func:`fastcoder.stops.runs_into`);
 * ``block`` mode and a bracket's contents, in a document without a Markdown code fence: a
   generated line that starts with one (:func:`fastcoder.stops.fence_line`);
-* every mode: a loop (a line written 4 times in a row, a block of lines 3 times: the first
-  writing stays; a line ending in a piece written again and again goes:
+* every mode: a loop (a line written 4 times in a row, a block of 2-3 lines 3 times, of 4-16
+  lines twice: the first writing stays; a line ending in a piece written again and again goes:
   :func:`fastcoder.stops.loop`), and a line holding a control character
   (:func:`fastcoder.stops.control_chars`).
 

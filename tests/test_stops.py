@@ -73,6 +73,11 @@ def test_a_loop_keeps_its_first_writing():
     text = "a = 1\n" + block * 3
     assert text[: rule(text)] == "a = 1\n" + block.rstrip("\n")
     assert rule("a = 1\n" + block * 2) is None
+    # the body seen: 12 lines, written again (4 lines and more: twice is a loop)
+    cycle = "".join(f"    title = title.replace({c!r}, '-')\n" for c in ":!?'()[]{},.")
+    text = "def slugify(title):\n" + cycle * 2 + cycle[:40]
+    assert text[: rule(text)] == "def slugify(title):\n" + cycle.rstrip("\n")
+    assert rule("def slugify(title):\n" + cycle + cycle[: len(cycle) // 2]) is None
     # what real files repeat: rows of numbers, rules, nested #endif (three), counters
     assert rule("[0, 0, 0, 0],\n" * 6) is None
     assert rule("# " + "-" * 60 + "\n") is None
