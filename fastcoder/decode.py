@@ -174,7 +174,7 @@ def generate(
                 cancelled = True
                 stats.stop_reason = "cancelled"
                 break
-            if config.time_budget_s is not None and time.perf_counter() - t_decode > config.time_budget_s:
+            if config.time_budget_s is not None and time.perf_counter() - t_decode - stats.yielded_s > config.time_budget_s:
                 stats.stop_reason = "time_budget"
                 break
             # 1. draft (nothing while backing off after trees that did not pay)

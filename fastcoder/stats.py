@@ -28,6 +28,10 @@ class GenStats:
     # a step stopped between layers when the generation was cancelled (interrupt_steps):
     # its seconds, drafting included, outside decode_s and its split (no step, no token)
     stopped_s: float = 0.0
+    # the caller's other jobs run between two steps (``on_step``: the server runs the
+    # completions asked meanwhile inside a function body's generation): outside decode_s
+    # and the time budget
+    yielded_s: float = 0.0
     setup_s: float = 0.0  # the caller's work before the engine (the server: prompt, draft sources)
     queue_s: float = 0.0  # the caller's wait for the model thread before that
     # bucket (query rows) -> [steps, seconds of whole steps: draft .. commit]
@@ -54,7 +58,7 @@ class GenStats:
     def decode_s(self) -> float:
         """The steps' seconds (what per-step and per-token costs divide): the decode
         phase without a step stopped by a cancellation."""
-        return self.total_s - self.prefill_s - self.stopped_s
+        return self.total_s - self.prefill_s - self.stopped_s - self.yielded_s
 
     @property
     def other_s(self) -> float:

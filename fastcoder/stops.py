@@ -530,16 +530,23 @@ CONTROL_CHARS = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
 sources) and carriage return."""
 
 
-class _ControlChars(_LineMatcher):
-    def line_grew(self, chunk: str) -> int | None:
-        return max(self.line_start - 1, 0) if CONTROL_CHARS.search(chunk) else None
+class _ControlChars(StopMatcher):
+    def __init__(self) -> None:
+        self.length = 0
+
+    def feed(self, piece: str) -> int | None:
+        m = CONTROL_CHARS.search(piece)
+        if m is not None:
+            return self.length + m.start()
+        self.length += len(piece)
+        return None
 
 
 def control_chars() -> StopRule:
-    """Stop before a line that holds a control character (:data:`CONTROL_CHARS`: a bell,
-    an escape, a NUL): no source line is written with one, and in an editor or a
-    terminal it is not text (seen from a small model's body). Cut before the newline that
-    precedes the line (the first line: everything)."""
+    """Stop before a control character (:data:`CONTROL_CHARS`: a bell, an escape, a NUL):
+    source code spells them as escapes, never as raw bytes, and in an editor or a
+    terminal they are not text (seen from a small model's body). The output is cut right
+    before it."""
     return MatcherRule(_ControlChars)
 
 

@@ -372,13 +372,15 @@ def generate_body(
     cancel: threading.Event | None = None,
     gate_parent: Any = None,
     language: str | None = None,
+    on_step: Any = None,
 ) -> tuple[str, Any]:
     """(replacement for the stub's range, the Generation). Runs in the model thread.
 
     ``fim``: the model's FIM tokens (None: a prefix-only prompt); ``settings``: the
     server's :class:`lsp_server.settings.ServerSettings`; ``gate_parent``: the server's
     :class:`fastcoder.source_weights.SourceGate` (which datastores pay their search here);
-    ``language``: the document's language id (its indentation when it has none yet).
+    ``language``: the document's language id (its indentation when it has none yet);
+    ``on_step``: called between two steps (the engine's ``on_step``).
     """
     from fastcoder.session import Session
 
@@ -403,6 +405,7 @@ def generate_body(
                              fences=FENCE in text).after(len(heal)),
         cancel=cancel,
         first_allowed=prompt.allowed,
+        on_step=on_step,
     )
     if gen.cancelled:
         return "", gen

@@ -339,7 +339,7 @@ class Completer:
         inflight.future = self.host.submit(
             self._generate, inflight, doc, ctx, settings, self.host.load_epoch, loop, docs,
             label=f"{'prefetch' if background else 'completion'} {doc.uri}", background=background,
-            cancel=inflight.cancel,
+            cancel=inflight.cancel, interleave=not background,
         )  # fmt: skip
         inflight.future.add_done_callback(functools.partial(self._finished, inflight, doc, ctx, settings))
         doc.inflight = inflight

@@ -23,6 +23,7 @@ import re
 from typing import Any
 from urllib.parse import unquote
 
+from fastcoder.tokens import common_prefix
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.workspace import TextDocument, Workspace
@@ -318,3 +319,22 @@ def range_offsets(doc: TextDocument, rng: types.Range) -> tuple[int, int]:
     if end < start:
         raise BadRequest("range end lies before its start")
     return start, end
+
+
+def moved_range(before: str, now: str, start: int, end: int) -> tuple[int, int] | None:
+    """Where the text ``before[start:end]`` is in ``now``, the same document after some
+    edits: the edits all lie before the range (it moved by their length) or all after it
+    (it stayed), or None when what changed touches the range, or lies on both sides of
+    it. The changed part is what lies between the longest common prefix and suffix of the
+    two texts: edits on both sides of the range make one changed part across it."""
+    if before == now:
+        return start, end
+    prefix = common_prefix(before, now)
+    limit = min(len(before), len(now)) - prefix
+    suffix = min(common_prefix(before[::-1], now[::-1]), limit)
+    if len(before) - suffix <= start:  # every change is before the range
+        shift = len(now) - len(before)
+        return start + shift, end + shift
+    if prefix >= end:  # every change is after it
+        return start, end
+    return None

@@ -22,12 +22,15 @@ def run_edit(
     config: Any,
     sources: Any = None,
     cancel: threading.Event | None = None,
+    on_step: Any = None,
 ) -> tuple[str, Any]:
     """(replacement for ``code``, the Generation). Runs in the model thread.
 
-    Its FastCoderError (empty code or instruction) is a bad request.
+    Its FastCoderError (empty code or instruction) is a bad request. ``on_step``: called
+    between two steps (the engine's ``on_step``).
     """
     from fastcoder.edit import edit_code
 
-    result = edit_code(engine, code, instruction, language=language_id or "", sources=sources, cancel=cancel, config=config)
+    result = edit_code(engine, code, instruction, language=language_id or "", sources=sources, cancel=cancel, config=config,
+                       on_step=on_step)
     return ("" if result.cancelled else result.text), result.generation

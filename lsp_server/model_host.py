@@ -39,6 +39,7 @@ import logging
 import sys
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -89,6 +90,17 @@ def release_free_memory() -> None:
         _LIBC.malloc_trim(0)
 
 
+class _Job:
+    """A job for the model thread: run once, by the executor or by :meth:`ModelHost.run_waiting`."""
+
+    __slots__ = ("label", "fn", "args", "future", "taken")
+
+    def __init__(self, label: str, fn: Callable[..., Any], args: tuple) -> None:
+        self.label, self.fn, self.args = label, fn, args
+        self.future: Future = Future()
+        self.taken = False
+
+
 class ModelHost:
     def __init__(self, on_status: StatusFn, on_loaded: Callable[[Any], None]) -> None:
         limit_malloc_arenas()
@@ -107,6 +119,9 @@ class ModelHost:
         self._queued = 0
         self._queue_lock = threading.Lock()
         self._background: set[threading.Event] = set()  # cancel events of background jobs
+        self._interleavable: deque[_Job] = deque()  # queued jobs run_waiting may run early
+        self._pending: set[_Job] = set()  # every queued job (cancelled at close)
+        self._nested = False  # run_waiting is running one
 
     @property
     def ready(self) -> bool:
@@ -165,7 +180,7 @@ class ModelHost:
     # ------------------------------------------------------------------ running
     def submit(
         self, fn: Callable[..., Any], *args: Any, label: str = "", background: bool = False,
-        cancel: threading.Event | None = None,
+        cancel: threading.Event | None = None, interleave: bool = False,
     ) -> "asyncio.Future[Any]":  # fmt: skip
         """Run ``fn(*args)`` in the model thread; an awaitable for its result.
         ``label`` names the job in :meth:`describe` while it runs.
@@ -173,14 +188,49 @@ class ModelHost:
         Background jobs (``background``, with their ``cancel`` event) have the lowest
         priority: every foreground job submitted sets the cancel event of every
         background job queued or running, so it stops within a prefill chunk or one
-        forward pass."""
+        forward pass. ``interleave``: a long job that calls :meth:`run_waiting` between
+        its steps (a function body) runs this one there instead of after it (a
+        completion)."""
+        job = _Job(label or getattr(fn, "__name__", "job"), fn, args)
         with self._queue_lock:
             self._queued += 1
             if background and cancel is not None:
                 self._background.add(cancel)
+            if interleave:
+                self._interleavable.append(job)
+            self._pending.add(job)
         if not background:
             self.preempt_background()
-        return asyncio.wrap_future(self._executor.submit(self._labelled, label or getattr(fn, "__name__", "job"), fn, *args))
+        self._executor.submit(self._take, job)
+        return asyncio.wrap_future(job.future)
+
+    def run_waiting(self) -> float:
+        """Model thread, between two steps of a long job: run the interleavable jobs that
+        were queued meanwhile (completions) now, inside it, instead of after it (a
+        function body of 15 s held every completion for as long). Their KV caches are
+        their documents' own (on CUDA the verifier's work area parks and gives back the
+        long job's rows). Returns the seconds they took; none run inside one of them."""
+        if self._nested:
+            return 0.0
+        t0 = time.perf_counter()
+        outer = self.busy
+        self._nested = True
+        try:
+            while True:
+                with self._queue_lock:
+                    job = self._interleavable.popleft() if self._interleavable else None
+                    if job is None:
+                        break
+                    if job.taken:
+                        continue
+                    job.taken = True
+                    self._queued -= 1
+                    self._pending.discard(job)
+                self._execute(job)
+        finally:
+            self._nested = False
+            self.busy = outer
+        return time.perf_counter() - t0
 
     def preempt_background(self) -> None:
         """A foreground job is coming (a request waits out its debounce): background jobs
@@ -206,23 +256,39 @@ class ModelHost:
         reach the document's CACHE."""
         return self._queued > 0
 
-    def _labelled(self, label: str, fn: Callable[..., Any], *args: Any) -> Any:
+    def _take(self, job: "_Job") -> None:
+        """The executor reached ``job``: run it unless :meth:`run_waiting` already did."""
         with self._queue_lock:
+            if job.taken:
+                return
+            job.taken = True
             self._queued -= 1
-        self.busy = (label, time.monotonic())
+            self._pending.discard(job)
+            with contextlib.suppress(ValueError):
+                self._interleavable.remove(job)
+        self._execute(job)
+        now = time.monotonic()
+        if self._queued == 0 and now - self._trimmed >= TRIM_EVERY_S:
+            self._trimmed = now
+            # as the next job in this thread: after this one's answer is out (a trim
+            # costs ~0.75 ms with the 0.5B model loaded, 2-vCPU EPYC, and ran before it)
+            try:
+                self._executor.submit(self._trim_if_idle)
+            except RuntimeError:  # shut down
+                pass
+
+    def _execute(self, job: "_Job") -> None:
+        if not job.future.set_running_or_notify_cancel():
+            return
+        self.busy = (job.label, time.monotonic())
         try:
-            return fn(*args)
+            result = job.fn(*job.args)
+        except BaseException as exc:  # noqa: BLE001 (handed to the awaiting side)
+            job.future.set_exception(exc)
+        else:
+            job.future.set_result(result)
         finally:
             self.busy = None
-            now = time.monotonic()
-            if self._queued == 0 and now - self._trimmed >= TRIM_EVERY_S:
-                self._trimmed = now
-                # as the next job in this thread: after this one's answer is out (a trim
-                # costs ~0.75 ms with the 0.5B model loaded, 2-vCPU EPYC, and ran before it)
-                try:
-                    self._executor.submit(self._trim_if_idle)
-                except RuntimeError:  # shut down
-                    pass
 
     def _trim_if_idle(self) -> None:
         """Give glibc's free memory back unless a job came in meanwhile (then later)."""
@@ -270,6 +336,10 @@ class ModelHost:
     def close(self) -> None:
         self._load_seq += 1
         self._executor.shutdown(wait=False, cancel_futures=True)
+        with self._queue_lock:
+            pending, self._pending = self._pending, set()
+        for job in pending:
+            job.future.cancel()
         if self.engine is not None:
             self.engine.close()
 

@@ -44,6 +44,7 @@ from lsp_server.documents import (
     BadRequest,
     LspDocument,
     line_index,
+    moved_range,
     offset_at,
     open_document,
     position_at,
@@ -154,30 +155,39 @@ async def generate_replacement(
     *,
     kind: str,
     nothing: str,
-    produce: Callable[[Any, Any, threading.Event], tuple[str, Any]],
+    produce: Callable[[Any, Any, threading.Event, Callable[..., None]], tuple[str, Any]],
 ) -> types.WorkspaceEdit:
     """The request flow of body generation and ``fastcoder.editSelection``: the model
-    must be ready; ``produce(engine, loaded_model, cancel) -> (text, Generation)`` runs
-    on the model thread (its stats are counted under ``kind``); no text fails the
-    request with ``nothing``, and so does a document that changed meanwhile; else the
-    edit that puts the text over ``start..end`` (character offsets) of ``doc``."""
+    must be ready; ``produce(engine, loaded_model, cancel, between) -> (text, Generation)``
+    runs on the model thread (its stats are counted under ``kind``), with ``between`` as
+    its generation's ``on_step``: the completions asked meanwhile run between two of its
+    steps, not after it (:meth:`lsp_server.model_host.ModelHost.run_waiting`); no text fails the
+    request with ``nothing``, and so does a document that changed meanwhile where the
+    text goes (:func:`lsp_server.documents.moved_range`); else the edit that puts the
+    text over ``start..end`` (character offsets) of ``doc``, moved by the edits before it."""
     ls.require_model()
-    version = doc.version
+    version, before = doc.version, doc.source
     cancel = threading.Event()
+
+    def between(_committed: list[int], stats: Any) -> None:
+        stats.yielded_s += ls.host.run_waiting()
 
     def work() -> str:
         engine, loaded = ls.host.engine, ls.host.loaded
         if engine is None or loaded is None:
             return ""
-        text, gen = produce(engine, loaded, cancel)
+        text, gen = produce(engine, loaded, cancel, between)
         ls.metrics.generation(gen.stats, kind)
         return text
 
     text = await ls.host.run(work, cancel, label=f"{kind} {doc.uri}")
     if not text.strip():
         raise RequestFailed(nothing)
-    if doc.version != version:
-        raise RequestFailed(f"the document changed while the {kind} was generated; try again")
+    if doc.version != version:  # edits elsewhere move the range; edits in it void the text
+        moved = moved_range(before, doc.source, start, end)
+        if moved is None:
+            raise RequestFailed(f"the document changed where the {kind} goes while it was generated; try again")
+        start, end = moved
     rng = types.Range(start=position_at(doc, start), end=position_at(doc, end))
     return workspace_edit(ls, doc.uri, doc.version, [types.TextEdit(range=rng, new_text=text)])
 
@@ -510,9 +520,9 @@ async def resolve_code_action(ls: FastCoderServer, action: types.CodeAction) -> 
                                def_line=stub.def_line + lines, last_line=stub.last_line + lines)  # fmt: skip
     action.edit = await generate_replacement(
         ls, doc, stub.start, stub.end, kind="body", nothing=f"the model proposed no body for {stub.name}()",
-        produce=lambda engine, loaded, cancel: actions.generate_body(
+        produce=lambda engine, loaded, cancel, between: actions.generate_body(
             engine, loaded.fim, head + text + tail, seen, settings, sources=ls.index.sources() if ls.index is not None else None,
-            cancel=cancel, gate_parent=ls.registry.gate, language=doc.language_id,
+            cancel=cancel, gate_parent=ls.registry.gate, language=doc.language_id, on_step=between,
         ),
     )  # fmt: skip
     return action
@@ -586,9 +596,9 @@ async def edit_selection(ls: FastCoderServer, *args: Any) -> dict[str, Any]:
     try:
         wedit = await generate_replacement(
             ls, doc, start, end, kind="edit", nothing="the model proposed no edit",
-            produce=lambda engine, loaded, cancel: edit.run_edit(
+            produce=lambda engine, loaded, cancel, between: edit.run_edit(
                 engine, tokenizable(code), tokenizable(instruction), doc.language_id, config=settings.engine,
-                sources=ls.index.sources() if ls.index is not None else None, cancel=cancel,
+                sources=ls.index.sources() if ls.index is not None else None, cancel=cancel, on_step=between,
             ),
         )  # fmt: skip
     except FastCoderError as exc:

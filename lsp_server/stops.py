@@ -21,8 +21,8 @@ this module picks them for a cursor. Rules:
   generated line that starts with one (:func:`fastcoder.stops.fence_line`);
 * every mode: a loop (a line written 4 times in a row, a block of 2-3 lines 3 times, of 4-16
   lines twice: the first writing stays; a line ending in a piece written again and again goes:
-  :func:`fastcoder.stops.loop`), and a line holding a control character
-  (:func:`fastcoder.stops.control_chars`).
+  :func:`fastcoder.stops.loop`), and a control character (cut before it:
+  :func:`fastcoder.stops.control_chars`).
 
 ``max_new_tokens`` and the time budget are the engine's own limits
 (:class:`fastcoder.config.DecodeConfig`).

@@ -87,8 +87,10 @@ def test_free_memory_is_given_back_after_the_answer_not_before(monkeypatch):
     try:
         for _ in range(2):
             host._trimmed = 0.0  # (at most one trim a second)
+            job = model_host._Job("completion", lambda: time.sleep(0.01) or "answer", ())
             host._queued += 1  # what submit() counts, without an event loop
-            jobs.append(host._executor.submit(host._labelled, "completion", lambda: time.sleep(0.01) or "answer"))
+            host._executor.submit(host._take, job)
+            jobs.append(job.future)
             assert jobs[-1].result(5) == "answer"
             deadline = time.monotonic() + 5
             while len(trims) < len(jobs) and time.monotonic() < deadline:
@@ -186,3 +188,67 @@ def test_a_load_pauses_the_collector_and_freezes_what_it_leaves(tiny_model_dir):
         assert host.state == "error" and gc.isenabled() and gc.get_freeze_count() == 0
     finally:
         gc.unfreeze()
+
+
+def test_a_long_job_runs_the_completions_asked_meanwhile_between_its_steps():
+    """A function body calls ``run_waiting`` between its steps: a completion queued while it
+    runs is answered there, before the body ends; a job that is not interleavable (a warm-up,
+    a model load) still waits for the body; none runs inside the completion."""
+    host = ModelHost(lambda *_: None, lambda *_: None)
+    order: list[str] = []
+    started, asked = threading.Event(), threading.Event()
+
+    def body() -> str:
+        started.set()
+        for _ in range(300):
+            time.sleep(0.01)
+            host.run_waiting()
+            if asked.is_set() and "completion" in order:
+                break
+        order.append("body")
+        return "body"
+
+    def completion() -> str:
+        assert host.run_waiting() == 0.0  # no nesting inside the nested job
+        assert host.describe()["busy"]["task"] == "completion a.py"
+        order.append("completion")
+        return "answer"
+
+    async def main():
+        long = host.submit(body, label="body a.py")
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        warm = host.submit(lambda: order.append("warm"), label="warm b.py")
+        fg = host.submit(completion, label="completion a.py", interleave=True)
+        asked.set()
+        assert await asyncio.wait_for(fg, 5) == "answer"
+        assert await asyncio.wait_for(long, 5) == "body"
+        await asyncio.wait_for(warm, 5)
+        assert order == ["completion", "body", "warm"]
+        assert host.waiting() == 0
+
+    try:
+        asyncio.run(main())
+    finally:
+        host.close()
+
+
+def test_a_job_still_queued_at_close_is_cancelled():
+    host = ModelHost(lambda *_: None, lambda *_: None)
+    started, release = threading.Event(), threading.Event()
+
+    async def main():
+        first = host.submit(lambda: started.set() or release.wait(5), label="long")
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        queued = host.submit(lambda: "never", label="completion", interleave=True)
+        host.close()
+        release.set()
+        await asyncio.wait_for(first, 5)
+        try:
+            await asyncio.wait_for(queued, 5)
+        except asyncio.CancelledError:
+            return
+        raise AssertionError("a job queued at close ran or was left waiting")
+
+    asyncio.run(main())

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import random
+import time
 import sysconfig
 from pathlib import Path
 
@@ -330,3 +331,46 @@ def test_replay_verifier_walks_as_the_real_one_with_exact_paths():
     assert (step.accepted, step.bonus) == ([], 7)  # off the path of first children: its token is the bonus
     step = exact.step(None, 7, DraftTree.chain([8, 9], "s"))
     assert (step.accepted, step.bonus) == ([0, 1], 0)
+
+
+@pytest.mark.parametrize("method", ["ar", "fastcoder"])
+def test_a_generation_run_between_the_steps_of_another_changes_neither(engine, tiny_tokenizer, method):
+    """The server answers the completions asked during a function body between the body's
+    steps (``on_step``): each with its own session, on the same model and verifier. Both
+    outputs equal the ones generated alone (fp32), the inner generation's seconds are the
+    outer's ``yielded_s``, outside its decode time and its time budget."""
+    cfg = DecodeConfig(method=method, max_new_tokens=40)
+    outer_prompt = prompt_of(tiny_tokenizer, PROMPT)
+    inner_prompt = prompt_of(tiny_tokenizer, "import os\n\ndef walk(root):\n    for name in os.listdir(root):\n")
+    alone_outer = engine.generate(outer_prompt, cfg, session=Session(cfg)).tokens
+    alone_inner = engine.generate(inner_prompt, cfg, session=Session(cfg)).tokens
+    inner_session = Session(cfg)
+    engine.generate(inner_prompt[:10], cfg, session=inner_session)  # a document's session, with some cache
+    inner: list[list[int]] = []
+
+    def between(_committed, stats):
+        if len(inner) < 3:
+            t0 = time.perf_counter()
+            inner.append(engine.generate(inner_prompt, cfg, session=inner_session).tokens)
+            stats.yielded_s += time.perf_counter() - t0
+
+    gen = engine.generate(outer_prompt, cfg, session=Session(cfg), on_step=between)
+    assert gen.tokens == alone_outer
+    assert inner and all(t == alone_inner for t in inner)
+    assert gen.stats.yielded_s > 0 and gen.stats.decode_s > 0
+    assert gen.stats.decode_s <= gen.stats.total_s - gen.stats.yielded_s
+
+
+def test_time_spent_between_the_steps_does_not_count_against_the_budget(engine, tiny_tokenizer):
+    cfg = DecodeConfig(method="ar", max_new_tokens=20, time_budget_s=2.0)
+    prompt = prompt_of(tiny_tokenizer, PROMPT)
+    slept: list[float] = []
+
+    def between(_committed, stats):
+        if not slept:
+            time.sleep(2.5)  # another job, longer than the whole budget
+            slept.append(2.5)
+            stats.yielded_s += 2.5
+
+    gen = engine.generate(prompt, cfg, session=Session(cfg), on_step=between)
+    assert slept and gen.stats.stop_reason == "max_new_tokens" and len(gen.tokens) == 20

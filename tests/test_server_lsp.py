@@ -302,6 +302,32 @@ async def test_code_action_on_stub_function_resolves_to_an_edit(client: Language
     assert edit.new_text.startswith("    ") and edit.new_text.strip()
 
 
+async def test_a_body_generated_while_the_user_edits_elsewhere_goes_where_the_stub_went(client: LanguageClient, workspace):
+    """A line typed above the stub while its body is generated moves the stub: the edit
+    goes where the stub is now, for the document's new version (it used to fail the
+    request: "the document changed while the body was generated")."""
+    uri = (workspace / "moving.py").as_uri()
+    open_doc(client, uri, BODY)
+    doc_id = types.TextDocumentIdentifier(uri=uri)
+    pos = _find(BODY, "    pass")
+    (offered,) = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=doc_id, range=types.Range(start=pos, end=pos), context=types.CodeActionContext(diagnostics=[])))  # fmt: skip
+    resolving = asyncio.ensure_future(client.code_action_resolve_async(offered))
+    for _ in range(500):  # the line is typed while the body is generated
+        busy = (await stats(client))["model"]["busy"]
+        if busy and busy["task"].startswith("body"):
+            break
+    else:
+        raise AssertionError("the body was never seen running")
+    change_doc(client, uri, 2, types.Position(line=0, character=0), "# typed meanwhile\n")
+    (change,) = (await resolving).edit.document_changes
+    assert change.text_document.version == 2
+    (edit,) = change.edits
+    moved = types.Position(line=pos.line + 1, character=0)
+    assert edit.range == types.Range(start=moved, end=types.Position(line=moved.line, character=8))
+    assert edit.new_text.strip()
+
+
 # how soon a cancelled request must be answered: the engine stops within one forward pass
 # (milliseconds for the tiny model), but the shared 2-core CI machine under a full test run
 # once took over 2 s to deliver the answer; what matters is the RequestCancelled error and the

@@ -627,3 +627,20 @@ def test_a_completion_items_documentation_fences_what_it_holds():
     md = "Install it:\n\n```bash\npip install x\n```"  # a suggestion in a Markdown file
     assert _code_block(md, "markdown").value == "````markdown\n" + md + "\n````"
     assert _code_block("a\nb", None).value == "```\na\nb\n```"
+
+
+def test_a_range_moves_with_the_edits_around_it():
+    from lsp_server.documents import moved_range
+
+    before = "import os\n\ndef f():\n    pass\n\nx = 1\n"
+    start = before.index("    pass")
+    end = start + len("    pass")
+    assert moved_range(before, before, start, end) == (start, end)
+    now = "import sys\n" + before  # a line above: it moved down
+    assert now[slice(*moved_range(before, now, start, end))] == "    pass"
+    now = before.replace("x = 1", "x = 12345")  # below: it stayed
+    assert moved_range(before, now, start, end) == (start, end)
+    now = before.replace("import os", "import o")  # a deletion above
+    assert now[slice(*moved_range(before, now, start, end))] == "    pass"
+    assert moved_range(before, before.replace("pass", "pas"), start, end) is None  # in it
+    assert moved_range(before, "#\n" + before + "#\n", start, end) is None  # on both sides

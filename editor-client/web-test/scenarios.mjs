@@ -714,7 +714,11 @@ async function suggestWidget() {
         });
     });
     const candidates = [
-        ['def shout(text: str) -> str:', 'Return text in capitals.', 'return te'],
+        // (a `shout` function came first until the thirty-seventh session: smollm2-135m's
+        // answer after `return text` was a loop, `text.upper() + "\n" + ...` to the token
+        // cap, which the server now drops)
+        ['def words(text: str) -> list:', 'Return the words of text.', 'return te'],
+        ['def strip_text(text: str) -> str:', 'Return text without surrounding whitespace.', 'return te'],
         ['def count_lines(text: str) -> int:', 'Return how many lines text has.', 'return len(te'],
     ];
     const tried = [];
