@@ -402,7 +402,7 @@ def generate_body(
         sources=sources,
         # a whole body: the typing-time rule that ends a statement at its line does not apply
         stop_fn=make_stop_fn("block", ctx.line_prefix, ctx.following_lines, mid_line_blocks=True,
-                             fences=FENCE in text).after(len(heal)),
+                             fences=FENCE in text, degenerate=settings.stop_degenerate).after(len(heal)),
         cancel=cancel,
         first_allowed=prompt.allowed,
         on_step=on_step,

@@ -706,7 +706,8 @@ class Completer:
         heal = prompt.heal  # the output starts with it; the suggestion is what follows
         opened = bool(ctx.opened)  # line mode at ``request(|)``: its contents may take lines
         fences = FENCE in ctx.prefix or FENCE in ctx.suffix  # a Markdown document's, or a docstring's
-        rules = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines, settings.mid_line_blocks, opened, fences)
+        rules = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines, settings.mid_line_blocks, opened, fences,
+                             settings.stop_degenerate)
         unit = document_indent_unit(ctx.prefix[-20000:] + ctx.suffix[:5000], doc.language_id)
         early_s = settings.early_answer_s if ctx.mode == "block" or opened else None
         t_start = time.perf_counter()

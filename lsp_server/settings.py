@@ -119,6 +119,14 @@ contextPlacement   ``first``                    where the context goes: first: b
                                                 commented code fragments (the placement of Qwen2.5-
                                                 Coder's CrossCodeEval harness; an anchor change re-
                                                 prefills the suffix and the context)
+stopDegenerate     true                         end a suggestion (and a generated body) where greedy
+                                                decoding degenerated: a loop (a line written 4 times in
+                                                a row, a block of 2-3 lines 3 times, of 4-16 lines
+                                                twice: its first writing stays; a line ending in a
+                                                piece written again and again goes) or a control
+                                                character (cut before it); fastcoder/stops.py loop,
+                                                control_chars. false: run to maxNewTokens / the time
+                                                budget as before
 keepWhitespace     false                        debug: return whitespace-only suggestions too
 ================== ============================ =====================================================
 
@@ -192,6 +200,7 @@ class ServerSettings:
     common_index: bool = True
     dependency_index: bool = False
     keep_whitespace: bool = False
+    stop_degenerate: bool = True
     kv_cache_mb: int = 256
     prompt_layout: str = "anchored"
     debounce_ms: Any = "auto"
@@ -281,7 +290,8 @@ class ServerSettings:
         if self.prepare_window != "auto" and not isinstance(self.prepare_window, bool):
             raise SettingsError(f"prepare_window must be \"auto\", true or false, got {self.prepare_window!r}")
         for name in ("enabled", "reuse_suggestions", "mid_line_blocks", "warm_on_open", "warm_at_cursor", "workspace_index", "common_index",
-                     "dependency_index", "keep_whitespace", "prefetch", "cross_file_context", "ar_fallback"):  # fmt: skip
+                     "dependency_index", "keep_whitespace", "prefetch", "cross_file_context", "ar_fallback",
+                     "stop_degenerate"):  # fmt: skip
             if not isinstance(getattr(self, name), bool):
                 raise SettingsError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.python_path is None:

@@ -19,7 +19,7 @@ this module picks them for a cursor. Rules:
   word, such as ``}`` or ``end``, at its indentation too: :func:`fastcoder.stops.runs_into`);
 * ``block`` mode and a bracket's contents, in a document without a Markdown code fence: a
   generated line that starts with one (:func:`fastcoder.stops.fence_line`);
-* every mode: a loop (a line written 4 times in a row, a block of 2-3 lines 3 times, of 4-16
+* every mode, unless turned off (``stopDegenerate``): a loop (a line written 4 times in a row, a block of 2-3 lines 3 times, of 4-16
   lines twice: the first writing stays; a line ending in a piece written again and again goes:
   :func:`fastcoder.stops.loop`), and a control character (cut before it:
   :func:`fastcoder.stops.control_chars`).
@@ -54,7 +54,7 @@ def first_nonblank(lines: Sequence[str]) -> str | None:
 
 
 def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (), mid_line_blocks: bool = False,
-                 opened: bool = False, fences: bool = False) -> StopRule:
+                 opened: bool = False, fences: bool = False, degenerate: bool = True) -> StopRule:
     """The stop rule for a completion whose cursor line starts with ``line_prefix``
     (a :class:`fastcoder.stops.StopRule`: the engine feeds it only the new text; called
     on a whole text it returns that text's cut).
@@ -71,10 +71,11 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     starts the rest of its line (:attr:`lsp_server.prompt.CursorContext.opened`).
     ``fences``: the document holds a Markdown code fence (`````), so a generated one may
     be the document's own; without one, a generated fence line ends the suggestion.
+    ``degenerate`` (the server's ``stopDegenerate``): loops and control characters end it.
     """
     base = indent_width(line_prefix)
     fence = None if fences else fence_line(check_first_line=not line_prefix.strip())
-    garbage = (loop(), control_chars())
+    garbage = (loop(), control_chars()) if degenerate else ()
     if mode == "line":
         if opened:
             return any_of(opened_lines(), block_end(base), fence, *garbage)

@@ -349,7 +349,9 @@ async def test_cancel_request_answers_request_cancelled(client: LanguageClient, 
         # pytest-lsp's send_request_async is a coroutine: it sends nothing until it runs
         return asyncio.ensure_future(client.protocol.send_request_async(method, params, msg_id=msg_id))
 
-    await configure(client, maxNewTokens=4000, method="ar")  # a generation that runs for a while
+    # a generation that runs for a while (the tiny random model falls into loops, which
+    # stopDegenerate would end)
+    await configure(client, maxNewTokens=4000, stopDegenerate=False, method="ar")
     try:
         running = send(types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, pos), msg_id="cancel-running")
         # wait until the model thread works on it (stats are answered meanwhile)
@@ -384,7 +386,7 @@ async def test_cancel_request_answers_request_cancelled(client: LanguageClient, 
         assert info["last"]["stopReason"] == "cancelled" and info["last"]["newTokens"] < 4000, info["last"]
         assert info["outcomes"]["cancelled"] == 2
     finally:
-        await configure(client, maxNewTokens=16, method="fastcoder")
+        await configure(client, stopDegenerate=True, maxNewTokens=16, method="fastcoder")
 
 
 async def test_newer_request_for_the_same_document_supersedes_the_older(client: LanguageClient, workspace):
@@ -394,7 +396,7 @@ async def test_newer_request_for_the_same_document_supersedes_the_older(client: 
     open_doc(client, uri, text)
     slow = types.Position(line=_find(text, line).line + 1, character=8)  # see the cancel test
     fast = _end_of(text, "    print(total(len(line) for line in config))")
-    await configure(client, maxNewTokens=4000, method="ar")
+    await configure(client, maxNewTokens=4000, stopDegenerate=False, method="ar")
     try:
         older = asyncio.ensure_future(client.text_document_inline_completion_async(inline_params(uri, slow)))
         while not older.done():
@@ -412,7 +414,7 @@ async def test_newer_request_for_the_same_document_supersedes_the_older(client: 
         assert info["outcomes"]["superseded"] >= 1
         assert info["last"]["stopReason"] != "cancelled"  # the newer one ran to its end
     finally:
-        await configure(client, maxNewTokens=16, method="fastcoder")
+        await configure(client, stopDegenerate=True, maxNewTokens=16, method="fastcoder")
 
 
 async def _early_block(client: LanguageClient, uri: str, debounce_ms: int = 0) -> tuple[str, types.Position, str]:
@@ -423,7 +425,7 @@ async def _early_block(client: LanguageClient, uri: str, debounce_ms: int = 0) -
     open_doc(client, uri, text)
     pos = types.Position(line=_find(text, line).line + 1, character=8)
     # psm: see the early-answer test; a long block that answers with its first lines at once
-    await configure(client, maxNewTokens=4000, method="ar", earlyAnswerMs=0, promptLayout="psm", timeBudgetMs=0,
+    await configure(client, maxNewTokens=4000, stopDegenerate=False, method="ar", earlyAnswerMs=0, promptLayout="psm", timeBudgetMs=0,
                     debounceMs=debounce_ms)  # fmt: skip
     invoked = types.InlineCompletionParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=pos,
@@ -446,7 +448,7 @@ async def _until_idle(client: LanguageClient, seconds: float) -> dict:
 async def _reset_after_block(client: LanguageClient) -> None:
     await _until_idle(client, 120)
     await configure(client, maxNewTokens=16, method="fastcoder", earlyAnswerMs=None, promptLayout="anchored",
-                    timeBudgetMs=0, debounceMs=0)  # fmt: skip
+                    timeBudgetMs=0, debounceMs=0, stopDegenerate=True)  # fmt: skip
 
 
 def _after(pos: types.Position, inserted: str) -> types.Position:
@@ -526,7 +528,7 @@ async def test_slow_block_is_answered_early_with_its_first_lines(client: Languag
     # psm: under the anchored prompt this tiny random model ends (EOS) before its first
     # line break, so there would be no whole line to answer early with; early answers
     # themselves do not depend on the layout
-    await configure(client, maxNewTokens=300, method="ar", earlyAnswerMs=0, promptLayout="psm")
+    await configure(client, maxNewTokens=300, stopDegenerate=False, method="ar", earlyAnswerMs=0, promptLayout="psm")
     try:
         early = (await stats(client))["outcomes"].get("early", 0)  # other tests' early answers
         first = await client.text_document_inline_completion_async(inline_params(uri, pos))
@@ -543,7 +545,7 @@ async def test_slow_block_is_answered_early_with_its_first_lines(client: Languag
         assert full.insert_text.startswith(item.insert_text) and len(full.insert_text) > len(item.insert_text)
         assert (await stats(client))["outcomes"]["typed_through"] >= 1
     finally:
-        await configure(client, maxNewTokens=16, method="fastcoder", earlyAnswerMs=None, promptLayout="anchored")
+        await configure(client, stopDegenerate=True, maxNewTokens=16, method="fastcoder", earlyAnswerMs=None, promptLayout="anchored")
 
 
 async def test_opened_document_is_prefilled_in_the_background(client: LanguageClient, workspace):
@@ -1074,7 +1076,7 @@ async def test_superseded_queued_request_is_answered_at_once(client: LanguageCli
     open_doc(client, uri, BODY)
     # psm: at this cursor the tiny random model runs long under it (see the early-answer test);
     # no debounce: every request goes to the model queue at once, in the order sent
-    await configure(client, maxNewTokens=4000, method="ar", timeBudgetMs=0, promptLayout="psm", debounceMs=0)
+    await configure(client, maxNewTokens=4000, stopDegenerate=False, method="ar", timeBudgetMs=0, promptLayout="psm", debounceMs=0)
     try:
         running = [
             asyncio.ensure_future(client.protocol.send_request_async(
@@ -1106,7 +1108,7 @@ async def test_superseded_queued_request_is_answered_at_once(client: LanguageCli
         assert any(isinstance(o, JsonRpcException) for o in outcomes)  # a cancelled one answers with an error
         assert isinstance(await asyncio.wait_for(newer, 60), types.InlineCompletionList)
     finally:
-        await configure(client, maxNewTokens=16, method="fastcoder", promptLayout="anchored")
+        await configure(client, stopDegenerate=True, maxNewTokens=16, method="fastcoder", promptLayout="anchored")
 
 
 async def test_taking_early_lines_joins_the_running_block(client: LanguageClient, workspace):
@@ -1119,7 +1121,7 @@ async def test_taking_early_lines_joins_the_running_block(client: LanguageClient
     open_doc(client, uri, text)
     pos = types.Position(line=_find(text, line).line + 1, character=8)
     # psm: see the early-answer test
-    await configure(client, maxNewTokens=300, method="ar", earlyAnswerMs=0, promptLayout="psm", timeBudgetMs=0)
+    await configure(client, maxNewTokens=300, stopDegenerate=False, method="ar", earlyAnswerMs=0, promptLayout="psm", timeBudgetMs=0)
     try:
         early = (await stats(client))["outcomes"].get("early", 0)
         first = await client.text_document_inline_completion_async(inline_params(uri, pos))
@@ -1138,7 +1140,7 @@ async def test_taking_early_lines_joins_the_running_block(client: LanguageClient
         deadline = time.monotonic() + 120
         while (await stats(client))["model"]["busy"] is not None and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
-        await configure(client, maxNewTokens=16, method="fastcoder", earlyAnswerMs=None, promptLayout="anchored",
+        await configure(client, stopDegenerate=True, maxNewTokens=16, method="fastcoder", earlyAnswerMs=None, promptLayout="anchored",
                         timeBudgetMs=0)  # fmt: skip
 
 
@@ -1523,9 +1525,10 @@ async def test_ar_fallback_weighs_an_early_answered_block_up_to_its_answer(tiny_
     n = 6  # 2 drafter generations, the AR probe that prices a step, 1 more (the warm-up's third), 2 judged
     text = "".join(f"def total{i}(values):\n        \n\n" for i in range(n)) + BODY
     uri = (ws / "early.py").as_uri()
-    # psm: this tiny random model then writes whole lines (see the early-answer test)
+    # psm: this tiny random model then writes whole lines (see the early-answer test); its
+    # loops must not end the blocks
     client = await start_client(tiny_model_dir, ws, {"arFallback": True, "earlyAnswerMs": 0, "maxNewTokens": 300,
-                                                     "promptLayout": "psm"})  # fmt: skip
+                                                     "promptLayout": "psm", "stopDegenerate": False})  # fmt: skip
     try:
         await wait_ready(client)
         open_doc(client, uri, text)

@@ -118,3 +118,6 @@ def test_the_server_rules_stop_a_loop_in_every_mode():
         text = "foo(" + "bar(baz(" * 6
         assert rule(text) == 0, mode
         assert rule("a\x1b") == 1, mode
+    # stopDegenerate false: the old rules alone (a generation runs on to its limits)
+    rule = make_stop_fn("block", "    ", ["    return total"], mid_line_blocks=True, degenerate=False)
+    assert rule("x\n" + line * 5) is None and rule("a\x1b") is None
