@@ -33,7 +33,9 @@ line's start, before a trailing comment, a dict key, a new method between two, a
 above a function, JS ``else {|}``, a backslash continuation, a call's argument lines, a Go
 statement between two, JSX in a ``map``) or 15 (inside blocks whose closer is below: a Ruby
 ``do`` block, a shell ``case``, Elixir, a Python loop, a JS ``switch``, a Rust ``impl``, a TS
-``try``, a C ``while``).
+``try``, a C ``while``) or 16 (thirty-seventh session: code that repeats itself: rows of
+zeros, asserts, an enum, a dict, nested ``#ifdef``, a comment rule, a replace chain, HTML rows,
+``add_argument`` lines, a banner, SQL rows, a C byte table).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -294,7 +296,21 @@ BATCH_15 = [  # thirty-sixth session: more block closers below the cursor
     ("try.ts", "typescript", "async function load(path: string) {\n  try {\n    |\n  } catch (err) {\n    console.error(err);\n  }\n}\n"),
     ("while.c", "c", "int count(const char *s) {\n    int n = 0;\n    while (*s) {\n        |\n    }\n    return n;\n}\n"),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15}[BATCH]
+BATCH_16 = [  # thirty-seventh session: code that repeats itself, where greedy decoding may loop
+    ("grid.py", "python", "GRID = [\n    [0, 0, 0, 0],\n    [0, 0, 0, 0],\n    |\n]\n"),
+    ("test_add.py", "python", "from calc import add\n\n\ndef test_add():\n    assert add(1, 1) == 2\n    assert add(2, 2) == 4\n    |\n"),
+    ("color.py", "python", "from enum import Enum\n\n\nclass Color(Enum):\n    RED = 1\n    GREEN = 2\n    |\n"),
+    ("roman.py", "python", "ROMAN = {\n    1: 'I',\n    4: 'IV',\n    5: 'V',\n    |\n}\n"),
+    ("nested.h", "c", "#ifdef A\n#ifdef B\n#ifdef C\nint x;\n|\n"),
+    ("rule.py", "python", "import os\n\n# ------------------------------------------------------------------\n# |\n"),
+    ("clean.py", "python", "def clean(s):\n    s = s.replace('-', ' ')\n    s = s.replace('_', ' ')\n    |\n"),
+    ("rows.html", "html", "<table>\n  <tr><td>1</td></tr>\n  <tr><td>2</td></tr>\n  |\n</table>\n"),
+    ("cli.py", "python", "import argparse\n\nparser = argparse.ArgumentParser()\nparser.add_argument('--host')\nparser.add_argument('--port')\n|\n"),
+    ("banner.py", "python", "def report(rows):\n    print('=' * 40)\n    print('Report')\n    print('=' * 40)\n    |\n"),
+    ("seed.sql", "sql", "INSERT INTO users (id, name) VALUES\n  (1, 'alice'),\n  (2, 'bob'),\n  |\n"),
+    ("zeros.c", "c", "static const unsigned char table[16] = {\n    0x00, 0x00, 0x00, 0x00, |\n};\n"),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
