@@ -339,7 +339,7 @@ class Completer:
         inflight.future = self.host.submit(
             self._generate, inflight, doc, ctx, settings, self.host.load_epoch, loop, docs,
             label=f"{'prefetch' if background else 'completion'} {doc.uri}", background=background,
-            cancel=inflight.cancel, interleave=not background,
+            cancel=inflight.cancel, interleave=not background, owner=doc.uri,
         )  # fmt: skip
         inflight.future.add_done_callback(functools.partial(self._finished, inflight, doc, ctx, settings))
         doc.inflight = inflight
@@ -748,11 +748,17 @@ class Completer:
 
         def on_step(_committed: list[int], stats: GenStats) -> None:
             """After the step that answered early: what the user waited for (the fallback's
-            measure, and ``fastcoder.stats``' ``lastEarly``)."""
+            measure, and ``fastcoder.stats``' ``lastEarly``). From then on the rest of the
+            block is ahead of the user, so the completions asked meanwhile in other
+            documents run between its steps, not after it (another file, the next notebook
+            cell: they waited 1.7-1.9 s for the block's end; this document's own wait for
+            it or stop it)."""
             if answered_at and not answered:
                 answered.append((answered_at[0] - t_engine - stats.prefill_s, sum(stats.accept_lengths) + stats.forward_steps))
                 if not inflight.background:
                     self.metrics.early_answer(stats, answered_at[0] - t_engine, t_engine - t_begin)
+            if answered_at:
+                stats.yielded_s += self.host.run_waiting(exclude=doc.uri)
 
         ids = place_context(context_ids, prompt.ids, context.placement if context is not None else "first", loaded.fim, tok)
         self.borrow_cache(doc, ids)

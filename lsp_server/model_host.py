@@ -93,10 +93,10 @@ def release_free_memory() -> None:
 class _Job:
     """A job for the model thread: run once, by the executor or by :meth:`ModelHost.run_waiting`."""
 
-    __slots__ = ("label", "fn", "args", "future", "taken")
+    __slots__ = ("label", "fn", "args", "future", "taken", "owner")
 
-    def __init__(self, label: str, fn: Callable[..., Any], args: tuple) -> None:
-        self.label, self.fn, self.args = label, fn, args
+    def __init__(self, label: str, fn: Callable[..., Any], args: tuple, owner: str = "") -> None:
+        self.label, self.fn, self.args, self.owner = label, fn, args, owner
         self.future: Future = Future()
         self.taken = False
 
@@ -180,7 +180,7 @@ class ModelHost:
     # ------------------------------------------------------------------ running
     def submit(
         self, fn: Callable[..., Any], *args: Any, label: str = "", background: bool = False,
-        cancel: threading.Event | None = None, interleave: bool = False,
+        cancel: threading.Event | None = None, interleave: bool = False, owner: str = "",
     ) -> "asyncio.Future[Any]":  # fmt: skip
         """Run ``fn(*args)`` in the model thread; an awaitable for its result.
         ``label`` names the job in :meth:`describe` while it runs.
@@ -190,8 +190,8 @@ class ModelHost:
         background job queued or running, so it stops within a prefill chunk or one
         forward pass. ``interleave``: a long job that calls :meth:`run_waiting` between
         its steps (a function body) runs this one there instead of after it (a
-        completion)."""
-        job = _Job(label or getattr(fn, "__name__", "job"), fn, args)
+        completion); ``owner``: the document it is for (see :meth:`run_waiting`)."""
+        job = _Job(label or getattr(fn, "__name__", "job"), fn, args, owner)
         with self._queue_lock:
             self._queued += 1
             if background and cancel is not None:
@@ -204,12 +204,14 @@ class ModelHost:
         self._executor.submit(self._take, job)
         return asyncio.wrap_future(job.future)
 
-    def run_waiting(self) -> float:
+    def run_waiting(self, exclude: str | None = None) -> float:
         """Model thread, between two steps of a long job: run the interleavable jobs that
         were queued meanwhile (completions) now, inside it, instead of after it (a
-        function body of 15 s held every completion for as long). Their KV caches are
-        their documents' own (on CUDA the verifier's work area parks and gives back the
-        long job's rows). Returns the seconds they took; none run inside one of them."""
+        function body of 15 s held every completion for as long), but not those whose
+        ``owner`` is ``exclude`` (the running job's own document: they wait for it, or
+        stop it). Their KV caches are their documents' own (on CUDA the verifier's work
+        area parks and gives back the long job's rows). Returns the seconds they took;
+        none run inside one of them."""
         if self._nested:
             return 0.0
         t0 = time.perf_counter()
@@ -218,11 +220,10 @@ class ModelHost:
         try:
             while True:
                 with self._queue_lock:
-                    job = self._interleavable.popleft() if self._interleavable else None
+                    job = next((j for j in self._interleavable if not j.taken and (exclude is None or j.owner != exclude)), None)
                     if job is None:
                         break
-                    if job.taken:
-                        continue
+                    self._interleavable.remove(job)
                     job.taken = True
                     self._queued -= 1
                     self._pending.discard(job)

@@ -252,3 +252,32 @@ def test_a_job_still_queued_at_close_is_cancelled():
         raise AssertionError("a job queued at close ran or was left waiting")
 
     asyncio.run(main())
+
+
+def test_the_running_jobs_own_document_waits_for_it():
+    """``run_waiting(exclude=uri)``: a completion of the running block's own document is not
+    run inside it (it waits for it, or stops it); another document's is."""
+    host = ModelHost(lambda *_: None, lambda *_: None)
+    order: list[str] = []
+    started, queued = threading.Event(), threading.Event()
+
+    def block() -> None:
+        started.set()
+        queued.wait(5)
+        host.run_waiting(exclude="a.py")
+        order.append("block")
+
+    async def main():
+        running = host.submit(block, label="completion a.py", interleave=True, owner="a.py")
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        own = host.submit(lambda: order.append("a.py"), label="completion a.py", interleave=True, owner="a.py")
+        other = host.submit(lambda: order.append("b.py"), label="completion b.py", interleave=True, owner="b.py")
+        queued.set()
+        await asyncio.wait_for(asyncio.gather(running, own, other), 5)
+        assert order == ["b.py", "block", "a.py"]
+
+    try:
+        asyncio.run(main())
+    finally:
+        host.close()

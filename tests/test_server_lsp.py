@@ -548,6 +548,38 @@ async def test_slow_block_is_answered_early_with_its_first_lines(client: Languag
         await configure(client, stopDegenerate=True, maxNewTokens=16, method="fastcoder", earlyAnswerMs=None, promptLayout="anchored")
 
 
+async def test_a_completion_in_another_document_runs_while_a_block_answered_early_runs_on(client: LanguageClient, workspace):
+    """A block answered early runs on for its rest; a completion asked meanwhile in another
+    document (another file, the next notebook cell) is answered between the block's steps,
+    not after its end (1.7-1.9 s with the real model), and the block goes on."""
+    uri, other = (workspace / "early_a.py").as_uri(), (workspace / "early_b.py").as_uri()
+    line = "def total(values):"
+    text = BODY.replace(line, line + "\n        ")
+    open_doc(client, uri, text)
+    open_doc(client, other, BODY)
+    pos = types.Position(line=_find(text, line).line + 1, character=8)
+    await configure(client, maxNewTokens=4000, stopDegenerate=False, method="ar", earlyAnswerMs=0, promptLayout="psm",
+                    timeBudgetMs=0)  # fmt: skip
+    block = f"completion {uri}"
+    try:
+        early = (await stats(client))["outcomes"].get("early", 0)
+        await client.text_document_inline_completion_async(inline_params(uri, pos))
+        info = await stats(client)
+        assert info["outcomes"].get("early", 0) == early + 1 and info["model"]["busy"]["task"] == block
+        generations = info["total"]["generations"]
+        await client.text_document_inline_completion_async(inline_params(other, _end_of(BODY, "    result = 0")))
+        for _ in range(50):  # the block's label comes back when the other completion is done
+            info = await stats(client)
+            if info["model"]["busy"] is not None and info["model"]["busy"]["task"] == block:
+                break
+            await asyncio.sleep(0.02)
+        assert info["model"]["busy"] is not None and info["model"]["busy"]["task"] == block, info["model"]
+        assert info["total"]["generations"] == generations + 1  # the other document's, inside the block
+    finally:
+        await client.text_document_inline_completion_async(inline_params(uri, types.Position(line=0, character=0)))
+        await _reset_after_block(client)
+
+
 async def test_opened_document_is_prefilled_in_the_background(client: LanguageClient, workspace):
     uri = (workspace / "warm.py").as_uri()
     await configure(client, warmOnOpen=True)
