@@ -751,7 +751,7 @@ class Completer:
             measure, and ``fastcoder.stats``' ``lastEarly``). From then on the rest of the
             block is ahead of the user, so the completions asked meanwhile in other
             documents run between its steps, not after it (another file, the next notebook
-            cell: they waited 1.7-1.9 s for the block's end; this document's own wait for
+            cell: they waited 1.5-1.9 s for the block's end; this document's own wait for
             it or stop it)."""
             if answered_at and not answered:
                 answered.append((answered_at[0] - t_engine - stats.prefill_s, sum(stats.accept_lengths) + stats.forward_steps))

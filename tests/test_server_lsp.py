@@ -551,7 +551,7 @@ async def test_slow_block_is_answered_early_with_its_first_lines(client: Languag
 async def test_a_completion_in_another_document_runs_while_a_block_answered_early_runs_on(client: LanguageClient, workspace):
     """A block answered early runs on for its rest; a completion asked meanwhile in another
     document (another file, the next notebook cell) is answered between the block's steps,
-    not after its end (1.7-1.9 s with the real model), and the block goes on."""
+    not after its end (1.5-1.9 s with the real model), and the block goes on."""
     uri, other = (workspace / "early_a.py").as_uri(), (workspace / "early_b.py").as_uri()
     line = "def total(values):"
     text = BODY.replace(line, line + "\n        ")
