@@ -153,6 +153,19 @@ def test_unreadable_update_removes(tmp_path, tiny_tokenizer):
     assert repo.stats()["files"] == 0
 
 
+def test_a_buffer_over_the_file_limit_is_not_indexed(tmp_path, tiny_tokenizer):
+    """An editor buffer is held to the disk's size limit (bytes of UTF-8): a file that grows
+    over it in the editor leaves the index, and comes back when it shrinks."""
+    p = tmp_path / "a.py"
+    p.write_text("x = 1\n")
+    repo = RepoIndex(tiny_tokenizer, max_bytes=100)
+    assert repo.update_file(p).kind == "indexed"
+    assert repo.update_file(p, text="y = 'é'\n" * 12).kind == "removed"  # 96 characters, 108 bytes
+    assert repo.stats()["files"] == 0
+    assert repo.update_file(p, text="y = 2\n").kind == "indexed"
+    assert repo.stats()["files"] == 1
+
+
 def test_background_merge_threshold_and_concurrent_searches(tmp_path, tiny_tokenizer):
     tok = tiny_tokenizer
     texts = _corpus()
