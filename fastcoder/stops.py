@@ -472,8 +472,9 @@ def _repeats(piece: str, times: int, text: str) -> bool:
 
 def loops_in_line(line: str) -> bool:
     """Whether ``line`` ends with a piece written again and again (:data:`LOOP_PIECES`)
-    that holds two letters in a row: ``bar(baz(bar(baz(...``, not ``# ------`` or ``0x00,
-    0x00, ...``, which are what some files hold."""
+    that holds two letters in a row and more than one character: ``bar(baz(bar(baz(...``,
+    not ``# ------``, ``0x00, 0x00, ...`` or ``"xxxxxxxxxxxxxxxxxx"``, which are what some
+    files hold."""
     n = len(line)
     for size in range(LOOP_PIECES[0][0], LOOP_PIECE_MAX + 1):
         times = LOOP_PIECES[0][1] if size < LOOP_PIECES[1][0] else LOOP_PIECES[1][1]
@@ -482,7 +483,7 @@ def loops_in_line(line: str) -> bool:
                 break
             continue
         piece = line[n - size :]
-        if _repeats(piece, times, line) and _LETTERS.search(piece):
+        if _repeats(piece, times, line) and _LETTERS.search(piece) and len(set(piece)) > 1:
             return True
     return False
 

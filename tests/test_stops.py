@@ -94,6 +94,7 @@ def test_a_line_that_loops_within_itself_goes_whole():
     text = "x = 1\nresult = foo(" + "bar(baz(" * 6
     assert text[: rule(text)] == "x = 1"
     assert rule("name = " + "self.name_of_it" * 3) is None  # a long piece: four times
+    assert rule('token = "' + "x" * 40 + '"') is None  # a run of one character is not a loop
 
 
 def test_a_control_character_ends_the_output():
