@@ -328,6 +328,39 @@ async def test_a_body_generated_while_the_user_edits_elsewhere_goes_where_the_st
     assert edit.new_text.strip()
 
 
+async def test_a_completion_asked_while_a_body_is_generated_is_answered_between_its_steps(client: LanguageClient, workspace):
+    """The body runs on the one model thread; a completion asked meanwhile in another file
+    is answered between the body's steps, while the body is still running (it waited for
+    the whole body: 4.2-4.6 s with the real model), and the body comes after."""
+    uri, other = (workspace / "slow_body.py").as_uri(), (workspace / "typing.py").as_uri()
+    open_doc(client, uri, BODY)
+    open_doc(client, other, BODY)
+    pos = _find(BODY, "    pass")
+    await configure(client, maxBodyTokens=4000, bodyTimeBudgetMs=0, stopDegenerate=False)
+    try:
+        (offered,) = await client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=pos, end=pos),
+            context=types.CodeActionContext(diagnostics=[])))  # fmt: skip
+        resolving = asyncio.ensure_future(client.code_action_resolve_async(offered))
+        body = f"body {uri}"
+        for _ in range(500):
+            busy = (await stats(client))["model"]["busy"]
+            if busy and busy["task"] == body:
+                break
+        else:
+            raise AssertionError("the body was never seen running")
+        await client.text_document_inline_completion_async(inline_params(other, _end_of(BODY, "    result = 0")))
+        for _ in range(50):  # the body's label comes back when the completion is done
+            busy = (await stats(client))["model"]["busy"]
+            if busy is not None and busy["task"] == body:
+                break
+            await asyncio.sleep(0.02)
+        assert not resolving.done() and busy is not None and busy["task"] == body, busy
+        await asyncio.gather(resolving, return_exceptions=True)  # (what the random model wrote is not the point)
+    finally:
+        await configure(client, maxBodyTokens=256, bodyTimeBudgetMs=30000, stopDegenerate=True)
+
+
 # how soon a cancelled request must be answered: the engine stops within one forward pass
 # (milliseconds for the tiny model), but the shared 2-core CI machine under a full test run
 # once took over 2 s to deliver the answer; what matters is the RequestCancelled error and the
