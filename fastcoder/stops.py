@@ -515,14 +515,14 @@ class _Loop(_LineMatcher):
 
 def loop() -> StopRule:
     """Stop where greedy decoding has fallen into a loop, which it never leaves (seen in
-    "Generate function body": ``title = title.replace(...)`` 30 times, to the token cap):
-    a block of up to :data:`LOOP_LINES` lines written again as :data:`LOOP_REPEATS` says
-    keeps its first writing
-    (the text is cut before the newline where it starts again); a line that ends in a
-    piece written again and again (:func:`loops_in_line`) is dropped whole (cut before the
-    newline that precedes it; the first line: everything). Lines are compared whole,
-    indentation included, and a repeated block must hold two letters in a row (rows of
-    zeros and ``#`` lines repeat in real files)."""
+    "Generate function body": a 12-line cycle of ``title = title.replace(...)`` to the
+    token cap): a block of up to :data:`LOOP_LINES` lines written again as often as
+    :data:`LOOP_REPEATS` says keeps its first writing (the text is cut before the newline
+    where it starts again); a line that ends in a piece written again and again
+    (:func:`loops_in_line`) is dropped whole (cut before the newline that precedes it; the
+    first line: everything). Lines are compared whole, indentation included, and a
+    repeated block must hold two letters in a row (rows of zeros and ``#`` lines repeat in
+    real files)."""
     return MatcherRule(_Loop)
 
 
