@@ -41,6 +41,8 @@ export interface FastCoderSettings {
     prefetch: boolean;
     /** A statement being typed may be completed past its line (false: to its line end unless the line opens a block). */
     midLineBlocks: boolean;
+    /** End a suggestion where greedy decoding loops or writes a control character. */
+    stopDegenerate: boolean;
     /** Where the cursor rests, prepare the suggestion in the background (the client reports the place). */
     warmAtCursor: boolean;
     /** Put other workspace files (definitions, open documents) in the prompt. */
@@ -67,6 +69,7 @@ export const DEFAULTS: FastCoderSettings = {
     debounceMs: 'auto',
     prefetch: true,
     midLineBlocks: false,
+    stopDegenerate: true,
     warmAtCursor: true,
     crossFileContext: false,
     fileHeader: 'auto',
@@ -89,6 +92,7 @@ export interface InitOptions {
     debounceMs: number | 'auto';
     prefetch: boolean;
     midLineBlocks: boolean;
+    stopDegenerate: boolean;
     warmAtCursor: boolean;
     crossFileContext: boolean;
     fileHeader: 'auto' | boolean;
@@ -139,6 +143,7 @@ export function normalizeSettings(raw: Partial<Record<keyof FastCoderSettings, u
         debounceMs: debounce(raw.debounceMs),
         prefetch: typeof raw.prefetch === 'boolean' ? raw.prefetch : DEFAULTS.prefetch,
         midLineBlocks: typeof raw.midLineBlocks === 'boolean' ? raw.midLineBlocks : DEFAULTS.midLineBlocks,
+        stopDegenerate: typeof raw.stopDegenerate === 'boolean' ? raw.stopDegenerate : DEFAULTS.stopDegenerate,
         warmAtCursor: typeof raw.warmAtCursor === 'boolean' ? raw.warmAtCursor : DEFAULTS.warmAtCursor,
         crossFileContext:
             typeof raw.crossFileContext === 'boolean' ? raw.crossFileContext : DEFAULTS.crossFileContext,
@@ -162,6 +167,7 @@ export function toInitOptions(settings: FastCoderSettings): InitOptions {
         debounceMs: settings.debounceMs,
         prefetch: settings.prefetch,
         midLineBlocks: settings.midLineBlocks,
+        stopDegenerate: settings.stopDegenerate,
         warmAtCursor: settings.warmAtCursor,
         crossFileContext: settings.crossFileContext,
         fileHeader: settings.fileHeader,

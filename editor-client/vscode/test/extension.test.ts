@@ -141,6 +141,7 @@ describe('activate', () => {
             debounceMs: 'auto',
             prefetch: true,
             midLineBlocks: false,
+            stopDegenerate: true,
             warmAtCursor: true,
             crossFileContext: false,
             fileHeader: 'auto',
