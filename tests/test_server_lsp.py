@@ -307,25 +307,31 @@ async def test_a_body_generated_while_the_user_edits_elsewhere_goes_where_the_st
     goes where the stub is now, for the document's new version (it used to fail the
     request: "the document changed while the body was generated")."""
     uri = (workspace / "moving.py").as_uri()
-    open_doc(client, uri, BODY)
+    # a stub whose body the tiny model writes for ~800 tokens: time to type meanwhile
+    text = BODY + "\n\ndef compute(items, key=None):\n    pass\n"
+    open_doc(client, uri, text)
     doc_id = types.TextDocumentIdentifier(uri=uri)
-    pos = _find(BODY, "    pass")
-    (offered,) = await client.text_document_code_action_async(types.CodeActionParams(
-        text_document=doc_id, range=types.Range(start=pos, end=pos), context=types.CodeActionContext(diagnostics=[])))  # fmt: skip
-    resolving = asyncio.ensure_future(client.code_action_resolve_async(offered))
-    for _ in range(500):  # the line is typed while the body is generated
-        busy = (await stats(client))["model"]["busy"]
-        if busy and busy["task"].startswith("body"):
-            break
-    else:
-        raise AssertionError("the body was never seen running")
-    change_doc(client, uri, 2, types.Position(line=0, character=0), "# typed meanwhile\n")
-    (change,) = (await resolving).edit.document_changes
-    assert change.text_document.version == 2
-    (edit,) = change.edits
-    moved = types.Position(line=pos.line + 1, character=0)
-    assert edit.range == types.Range(start=moved, end=types.Position(line=moved.line, character=8))
-    assert edit.new_text.strip()
+    pos = types.Position(line=text.count("\n") - 1, character=0)  # the stub's `    pass`
+    await configure(client, maxBodyTokens=4000, bodyTimeBudgetMs=0, stopDegenerate=False)
+    try:
+        (offered,) = await client.text_document_code_action_async(types.CodeActionParams(
+            text_document=doc_id, range=types.Range(start=pos, end=pos), context=types.CodeActionContext(diagnostics=[])))  # fmt: skip
+        resolving = asyncio.ensure_future(client.code_action_resolve_async(offered))
+        for _ in range(500):  # the line is typed while the body is generated
+            busy = (await stats(client))["model"]["busy"]
+            if busy and busy["task"] == f"body {uri}":
+                break
+        else:
+            raise AssertionError("the body was never seen running")
+        change_doc(client, uri, 2, types.Position(line=0, character=0), "# typed meanwhile\n")
+        (change,) = (await resolving).edit.document_changes
+        assert change.text_document.version == 2
+        (edit,) = change.edits
+        moved = types.Position(line=pos.line + 1, character=0)
+        assert edit.range == types.Range(start=moved, end=types.Position(line=moved.line, character=8))
+        assert edit.new_text.strip()
+    finally:
+        await configure(client, maxBodyTokens=256, bodyTimeBudgetMs=30000, stopDegenerate=True)
 
 
 async def test_a_completion_asked_while_a_body_is_generated_is_answered_between_its_steps(client: LanguageClient, workspace):
