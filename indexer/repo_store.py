@@ -251,10 +251,11 @@ class RepoIndex:
         # an editor buffer is held to the disk's limit: over it, the file is not indexed
         # (a 1.5 MB buffer took the index ~5 s of tokenizing and suffix sorting, beside
         # the first completion's prefill on a 2-core CPU)
-        if len(text) > self.max_bytes or len(text.encode("utf-8", "surrogatepass")) > self.max_bytes:
+        src = SourceText.of_buffer(text) if len(text) <= self.max_bytes else None  # (characters <= bytes)
+        if src is None or src.size > self.max_bytes:
             log.debug("not indexing the buffer of %s: over the %d byte limit", key, self.max_bytes)
             return None
-        return SourceText.of_buffer(text)
+        return src
 
     def update_file(self, path: str | os.PathLike[str], text: str | None = None) -> Change:
         """Index the current content of one file; searchable when this returns.

@@ -59,6 +59,17 @@ def _find(text: str, needle: str) -> types.Position:
     return types.Position(line=line, character=col)
 
 
+SLOW_LINE = "def total(values):"
+
+
+def _slow_block() -> tuple[str, types.Position]:
+    """BODY with an empty indented line below ``def total(values):``, and a cursor on it where
+    the tiny model's (deterministic) output meets no stop rule for ~500 tokens (it ends with
+    EOS; found by trying every line of BODY)."""
+    text = BODY.replace(SLOW_LINE, SLOW_LINE + "\n        ")
+    return text, types.Position(line=_find(text, SLOW_LINE).line + 1, character=8)
+
+
 def _end_of(text: str, needle: str) -> types.Position:
     pos = _find(text, needle)
     return types.Position(line=pos.line, character=pos.character + len(needle))
@@ -373,13 +384,9 @@ CANCEL_ANSWER_S = 5.0
 
 async def test_cancel_request_answers_request_cancelled(client: LanguageClient, workspace):
     uri, other = (workspace / "cancel.py").as_uri(), (workspace / "cancel2.py").as_uri()
-    # a cursor where the tiny model's (deterministic) output meets no stop rule for
-    # ~500 tokens (it ends with EOS; found by trying every line of BODY)
-    line = "def total(values):"
-    text = BODY.replace(line, line + "\n        ")
+    text, pos = _slow_block()
     open_doc(client, uri, text)
     open_doc(client, other, text)
-    pos = types.Position(line=_find(text, line).line + 1, character=8)
 
     def send(method: str, params: Any, msg_id: str) -> asyncio.Future:
         # pytest-lsp's send_request_async is a coroutine: it sends nothing until it runs
@@ -427,10 +434,8 @@ async def test_cancel_request_answers_request_cancelled(client: LanguageClient, 
 
 async def test_newer_request_for_the_same_document_supersedes_the_older(client: LanguageClient, workspace):
     uri = (workspace / "supersede.py").as_uri()
-    line = "def total(values):"
-    text = BODY.replace(line, line + "\n        ")
+    text, slow = _slow_block()
     open_doc(client, uri, text)
-    slow = types.Position(line=_find(text, line).line + 1, character=8)  # see the cancel test
     fast = _end_of(text, "    print(total(len(line) for line in config))")
     await configure(client, maxNewTokens=4000, stopDegenerate=False, method="ar")
     try:
@@ -456,10 +461,8 @@ async def test_newer_request_for_the_same_document_supersedes_the_older(client: 
 async def _early_block(client: LanguageClient, uri: str, debounce_ms: int = 0) -> tuple[str, types.Position, str]:
     """Open ``uri`` and answer a block there early (the tiny model's block goes on for
     ~300 tokens, ~0.25 s on a fast CPU): (text, cursor, the lines shown)."""
-    line = "def total(values):"
-    text = BODY.replace(line, line + "\n        ")
+    text, pos = _slow_block()
     open_doc(client, uri, text)
-    pos = types.Position(line=_find(text, line).line + 1, character=8)
     # psm: see the early-answer test; a long block that answers with its first lines at once
     await configure(client, maxNewTokens=4000, stopDegenerate=False, method="ar", earlyAnswerMs=0, promptLayout="psm", timeBudgetMs=0,
                     debounceMs=debounce_ms)  # fmt: skip
@@ -557,10 +560,8 @@ async def test_disabled_server_answers_empty(client: LanguageClient, workspace):
 
 async def test_slow_block_is_answered_early_with_its_first_lines(client: LanguageClient, workspace):
     uri = (workspace / "early.py").as_uri()
-    line = "def total(values):"
-    text = BODY.replace(line, line + "\n        ")
+    text, pos = _slow_block()
     open_doc(client, uri, text)
-    pos = types.Position(line=_find(text, line).line + 1, character=8)  # see the cancel test
     # psm: under the anchored prompt this tiny random model ends (EOS) before its first
     # line break, so there would be no whole line to answer early with; early answers
     # themselves do not depend on the layout
@@ -589,11 +590,9 @@ async def test_a_completion_in_another_document_runs_while_a_block_answered_earl
     document (another file, the next notebook cell) is answered between the block's steps,
     not after its end (1.5-1.9 s with the real model), and the block goes on."""
     uri, other = (workspace / "early_a.py").as_uri(), (workspace / "early_b.py").as_uri()
-    line = "def total(values):"
-    text = BODY.replace(line, line + "\n        ")
+    text, pos = _slow_block()
     open_doc(client, uri, text)
     open_doc(client, other, BODY)
-    pos = types.Position(line=_find(text, line).line + 1, character=8)
     await configure(client, maxNewTokens=4000, stopDegenerate=False, method="ar", earlyAnswerMs=0, promptLayout="psm",
                     timeBudgetMs=0)  # fmt: skip
     block = f"completion {uri}"
@@ -1134,9 +1133,7 @@ async def test_superseded_queued_request_is_answered_at_once(client: LanguageCli
     at a time, first in, first out): one generation of the tiny random model reaches its
     EOS after ~0.25 s on a fast CPU (2026-11-24, AMD EPYC AVX512-BF16), too short to
     hold the queue on its own."""
-    line = "def total(values):"
-    text = BODY.replace(line, line + "\n        ")
-    slow = types.Position(line=_find(text, line).line + 1, character=8)
+    text, slow = _slow_block()
     busy_uris = [(workspace / f"busy{i}.py").as_uri() for i in range(6)]
     for busy_uri in busy_uris:
         open_doc(client, busy_uri, text)
@@ -1184,10 +1181,8 @@ async def test_taking_early_lines_joins_the_running_block(client: LanguageClient
     accepted is answered from that same block (its next lines, or its end), not by a new
     generation that would supersede it."""
     uri = (workspace / "join.py").as_uri()
-    line = "def total(values):"
-    text = BODY.replace(line, line + "\n        ")
+    text, pos = _slow_block()
     open_doc(client, uri, text)
-    pos = types.Position(line=_find(text, line).line + 1, character=8)
     # psm: see the early-answer test
     await configure(client, maxNewTokens=300, stopDegenerate=False, method="ar", earlyAnswerMs=0, promptLayout="psm", timeBudgetMs=0)
     try:
