@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
+from bisect import bisect_right
 import threading
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -329,6 +330,27 @@ def find_stub(text: str, line: int, language_id: str | None) -> Stub | None:
     if lang in ("cython", "starlark", "mojo"):
         return indentation_stub(text, line)
     return brace_stub(text, line, lang)
+
+
+FIND_NAMED_TRIES = 8
+"""How many lines naming a stub :func:`find_stub_named` tries (nearest first)."""
+
+
+def find_stub_named(text: str, name: str, near: int, language_id: str | None) -> Stub | None:
+    """The stub function called ``name`` whose signature line is nearest to 0-based line
+    ``near``, or None: a code action's stub after the user inserted or deleted lines above
+    it between listing the action and resolving it. Tries the :data:`FIND_NAMED_TRIES`
+    lines nearest ``near`` that hold ``name`` as a word."""
+    if not name:
+        return None
+    word = re.compile(rf"(?<![\w$]){re.escape(name)}(?![\w$])")
+    starts = _line_starts(text)
+    hits = sorted({bisect_right(starts, m.start()) - 1 for m in word.finditer(text)}, key=lambda ln: (abs(ln - near), ln))
+    for line in hits[:FIND_NAMED_TRIES]:
+        stub = find_stub(text, line, language_id)
+        if stub is not None and stub.name == name and stub.def_line == line:
+            return stub
+    return None
 
 
 def body_prompt_context(text: str, stub: Stub) -> tuple[str, str]:

@@ -504,14 +504,18 @@ def code_action(ls: FastCoderServer, params: types.CodeActionParams) -> list[typ
 async def resolve_code_action(ls: FastCoderServer, action: types.CodeAction) -> types.CodeAction:
     ls.metrics.request("codeActionResolve")
     data = action.data if isinstance(action.data, dict) else {}
-    uri, def_line = data.get("uri"), data.get("defLine")
+    uri, def_line, name = data.get("uri"), data.get("defLine"), data.get("name")
     if not isinstance(uri, str) or not isinstance(def_line, int):
         raise BadRequest("this code action has no FastCoder data (uri, defLine); ask for code actions again")
     doc = open_document(ls.workspace, uri)
     text = doc.source
     stub = actions.find_stub(text, def_line, doc.language_id)
-    if stub is None or stub.def_line != def_line:
-        raise RequestFailed(f"no stub function at line {def_line + 1} any more; ask for code actions again")
+    if isinstance(name, str) and (stub is None or stub.def_line != def_line or stub.name != name):
+        # lines inserted or deleted above it since the action was listed: the stub moved
+        stub = actions.find_stub_named(text, name, def_line, doc.language_id)
+    if stub is None or (not isinstance(name, str) and stub.def_line != def_line):
+        what = f"{name}()" if isinstance(name, str) else f"function at line {def_line + 1}"
+        raise RequestFailed(f"no stub {what} any more; ask for code actions again")
     settings = ls.settings
     # in a notebook cell the model sees the notebook around the cell (notebooks.py)
     head, tail = notebooks.surroundings(ls.workspace, doc.uri)

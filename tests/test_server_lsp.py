@@ -153,11 +153,13 @@ def open_doc(client: LanguageClient, uri: str, text: str, language: str = "pytho
     )
 
 
-def change_doc(client: LanguageClient, uri: str, version: int, pos: types.Position, text: str) -> None:
+def change_doc(client: LanguageClient, uri: str, version: int, pos: types.Position | types.Range, text: str) -> None:
+    """``text`` typed at ``pos``, or put in place of a range."""
+    rng = pos if isinstance(pos, types.Range) else types.Range(start=pos, end=pos)
     client.text_document_did_change(
         types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=text)],
+            content_changes=[types.TextDocumentContentChangePartial(range=rng, text=text)],
         )
     )
 
@@ -343,6 +345,30 @@ async def test_a_body_generated_while_the_user_edits_elsewhere_goes_where_the_st
         assert edit.new_text.strip()
     finally:
         await configure(client, maxBodyTokens=256, bodyTimeBudgetMs=30000, stopDegenerate=True)
+
+
+async def test_a_stub_listed_then_moved_by_lines_typed_above_still_resolves(client: LanguageClient, workspace):
+    """Lines typed above a stub between listing its action and resolving it: the stub is
+    found by its name where it went (the resolve failed: "no stub function at line N")."""
+    uri = (workspace / "listed.py").as_uri()
+    open_doc(client, uri, BODY)
+    doc_id = types.TextDocumentIdentifier(uri=uri)
+    pos = _find(BODY, "    pass")
+    (offered,) = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=doc_id, range=types.Range(start=pos, end=pos), context=types.CodeActionContext(diagnostics=[])))  # fmt: skip
+    change_doc(client, uri, 2, types.Position(line=0, character=0), "# one\n# two\n")
+    (change,) = (await client.code_action_resolve_async(offered)).edit.document_changes
+    assert change.text_document.version == 2
+    (edit,) = change.edits
+    moved = types.Position(line=pos.line + 2, character=0)
+    assert edit.range == types.Range(start=moved, end=types.Position(line=moved.line, character=8))
+    assert edit.new_text.strip()
+    change_doc(client, uri, 3, types.Position(line=0, character=0), "def stub_two(x):\n    return x\n")
+    change_doc(client, uri, 4, types.Range(start=types.Position(line=pos.line + 3, character=0),
+                                           end=types.Position(line=pos.line + 5, character=0)), "")  # the stub goes
+    with pytest.raises(JsonRpcException) as err:  # a function of that name is left, not a stub
+        await client.code_action_resolve_async(offered)
+    assert "no stub stub_two() any more" in str(err.value)
 
 
 async def test_a_completion_asked_while_a_body_is_generated_is_answered_between_its_steps(client: LanguageClient, workspace):

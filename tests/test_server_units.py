@@ -390,6 +390,24 @@ def test_brace_languages():
     assert s is not None and one[: s.start].endswith("{") and s.tail == "\n"
 
 
+def test_a_stub_is_found_by_name_where_it_moved():
+    """A code action names its stub; resolved after lines were inserted or deleted above
+    it, the stub is found by that name, nearest the line it was listed at."""
+    moved = "import json\nimport re\n\n" + PY
+    s = actions.find_stub_named(moved, "passing", line_of(PY, "def passing"), "python")
+    assert s is not None and s.name == "passing" and s.def_line == line_of(moved, "def passing")
+    assert moved[s.start : s.end] == "    pass  # TODO"
+    assert actions.find_stub_named(moved, "real", line_of(PY, "def real"), "python") is None  # not a stub
+    assert actions.find_stub_named(moved, "gone", 3, "python") is None
+    # two stubs of one name (methods of two classes): the one nearest the listed line
+    twice = "class A:\n    def f(self):\n        pass\n\n\nclass B:\n    def f(self):\n        pass\n"
+    assert actions.find_stub_named("\n" + twice, "f", 6, "python").def_line == 7
+    assert actions.find_stub_named("\n" + twice, "f", 1, "python").def_line == 2
+    js = "// added\n// lines\nconst add = 1;\nfunction add2(a, b) {\n}\nfunction add(a, b) {\n}\n"
+    s = actions.find_stub_named(js, "add", 0, "javascript")
+    assert s is not None and s.def_line == 5 and s.name == "add"
+
+
 def test_body_prompt_and_result():
     s = actions.find_stub(PY, line_of(PY, "pass  # TODO"), "python")
     prefix, suffix = actions.body_prompt_context(PY, s)
