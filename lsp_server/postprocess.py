@@ -344,10 +344,16 @@ def cut_at_limit(text: str) -> str:
     mid-line, and maybe inside brackets it opened: its whole lines, back to the last line
     end where every bracket it opened is closed again (``total = df.agg(`` and two argument
     lines: the lines before it), or all its whole lines when no line end closes them. A
-    single line is kept as it is (a prefix of the model's line)."""
+    single line loses the word or number it ends in, which the limit may have cut in two
+    (``0x00, 0x00, 0`` -> ``0x00, 0x00,``), unless that is all of it."""
     body = text.rstrip()
     cut = body.rfind("\n")
     if cut <= 0 or not body[:cut].strip():
+        start = len(body)
+        while start and (body[start - 1].isalnum() or body[start - 1] == "_"):
+            start -= 1
+        if body == text and start < len(body) and body[:start].strip():  # the limit fell after a word's character
+            return body[:start].rstrip()
         return text
     whole = body[:cut]
     depth = BracketDepth()

@@ -21,7 +21,8 @@ this module picks them for a cursor. Rules:
   generated line that starts with one (:func:`fastcoder.stops.fence_line`);
 * every mode, unless turned off (``stopDegenerate``): a loop (a line written 4 times in a row, a block of 2-3 lines 3 times, of 4-16
   lines twice: the first writing stays; a line ending in a piece written again and again goes:
-  :func:`fastcoder.stops.loop`), and a control character (cut before it:
+  :func:`fastcoder.stops.loop`; ``#endif`` is kept as often as the code before left an
+  ``#if`` open), and a control character (cut before it:
   :func:`fastcoder.stops.control_chars`).
 
 ``max_new_tokens`` and the time budget are the engine's own limits
@@ -30,7 +31,7 @@ this module picks them for a cursor. Rules:
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from fastcoder.stops import (StopRule, any_of, block_end, control_chars, fence_line, first_line_unless_opener, indent_of,
                              loop, opened_lines, runs_into)
@@ -54,7 +55,8 @@ def first_nonblank(lines: Sequence[str]) -> str | None:
 
 
 def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (), mid_line_blocks: bool = False,
-                 opened: bool = False, fences: bool = False, degenerate: bool = True) -> StopRule:
+                 opened: bool = False, fences: bool = False, degenerate: bool = True,
+                 closers: Mapping[str, int] | None = None) -> StopRule:
     """The stop rule for a completion whose cursor line starts with ``line_prefix``
     (a :class:`fastcoder.stops.StopRule`: the engine feeds it only the new text; called
     on a whole text it returns that text's cut).
@@ -72,10 +74,13 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     ``fences``: the document holds a Markdown code fence (`````), so a generated one may
     be the document's own; without one, a generated fence line ends the suggestion.
     ``degenerate`` (the server's ``stopDegenerate``): loops and control characters end it.
+    ``closers``: the directives the code before the cursor left open
+    (:func:`fastcoder.stops.open_directives`): three nested ``#ifdef`` s may get three
+    ``#endif`` s, not be cut to one as a loop.
     """
     base = indent_width(line_prefix)
     fence = None if fences else fence_line(check_first_line=not line_prefix.strip())
-    garbage = (loop(), control_chars()) if degenerate else ()
+    garbage = (loop(closers), control_chars()) if degenerate else ()
     if mode == "line":
         if opened:
             return any_of(opened_lines(), block_end(base), fence, *garbage)

@@ -500,8 +500,13 @@ def test_a_multi_line_output_cut_by_a_limit_keeps_whole_lines():
     from lsp_server.postprocess import cut_at_limit
 
     assert cut_at_limit("x = 1\n    y = fo") == "x = 1"
-    assert cut_at_limit("x = fo") == "x = fo"  # one line: a prefix of the model's line
-    assert cut_at_limit("\n    y = fo") == "\n    y = fo"
+    # one line: without the word it ends in, which the limit may have cut in two
+    assert cut_at_limit("0x00, 0x00, 0") == "0x00, 0x00,"
+    assert cut_at_limit("x = fo") == "x ="
+    assert cut_at_limit("\n    y = fo") == "\n    y ="
+    assert cut_at_limit("x = f(") == "x = f("  # ends in no word: as it is
+    assert cut_at_limit("result") == "result"  # a word and nothing else: as it is
+    assert cut_at_limit("x = 1 ") == "x = 1 "  # a space after it: the word was whole
 
 
 def test_a_multi_line_output_cut_by_a_limit_leaves_no_bracket_open():

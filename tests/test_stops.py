@@ -86,6 +86,34 @@ def test_a_loop_keeps_its_first_writing():
     assert rule("table = [0x00, " + "0x00, " * 12 + "\n") is None
 
 
+def test_closers_are_kept_as_often_as_the_code_before_left_open():
+    """Three nested ``#ifdef`` s get three ``#endif`` s (the loop rule kept one); written
+    more often still, the rest goes; a count from part of the code never cuts sooner than
+    the plain rule (a line four times)."""
+    from fastcoder.stops import loop, open_directives
+
+    before = "#ifndef X_H\n#define X_H\n#ifdef A\n  # if defined(B)\nint x;\n#endif\n#ifdef C\n// see #if above\n"
+    assert open_directives(before) == {"#endif": 3}
+    assert open_directives("#region a\n#region b\n#endregion\nint y;\n") == {"#endregion": 1}
+    assert open_directives("#if A\n#endif\n#endif\n") == {}  # more closed than opened: none left
+    assert open_directives("x = 1  #if not y\n") == {}
+    rule = loop(open_directives("#ifdef A\n#ifdef B\n#ifdef C\nint x;\n"))
+    text = "#endif\n" * 30
+    assert text[: rule(text)] == "#endif\n#endif\n#endif"
+    assert rule("#endif\n" * 3 + "int y;\n") is None
+    assert rule("#endif // C\n#endif // B\n#endif // A\n") is None
+    text = "#endif\n" * 9
+    assert text[: loop({"#endif": 6})(text)] == "#endif\n" * 5 + "#endif"  # six open: six kept
+    assert text[: loop({"#endif": 1})(text)] == "#endif"  # one open: cut where it always was
+    assert loop({"#endif": 1})("#endif\n" * 3) is None
+    assert text[: loop()(text)] == "#endif"
+    # the server's completions and bodies count the document's directives before the cursor
+    from lsp_server.stops import make_stop_fn
+
+    rule = make_stop_fn("block", "", closers={"#endif": 3})
+    assert rule("#endif\n" * 3 + "#endif\n" * 5) == len("#endif\n" * 3) - 1
+
+
 def test_a_line_that_loops_within_itself_goes_whole():
     from fastcoder.stops import loop
 
