@@ -12,7 +12,10 @@ and the edit benchmark. EfficientEdit's lossless part:
    content, and the drafter re-syncs to the original after it. Verification is
    greedy, so the text is exactly what plain greedy decoding (AR) would produce;
 3. generation stops at the closing fence; the fences are stripped and the original's
-   line endings (CRLF or LF) and trailing line breaks are kept.
+   line endings (CRLF or LF) and trailing line breaks are kept. An answer that did not
+   end (the token cap, or a loop: lines written again and again that the original does
+   not repeat so) is marked ``finished=False``: it is a cut piece of an edit, and the
+   server never applies one.
 
 Typical use::
 
@@ -32,7 +35,7 @@ from typing import Any, Sequence
 from fastcoder.config import DecodeConfig
 from fastcoder.decode import Generation, StepCallback
 from fastcoder.errors import FastCoderError
-from fastcoder.stops import MatcherRule, StopMatcher, StopRule, StopStrings
+from fastcoder.stops import MatcherRule, StopMatcher, StopRule, StopStrings, any_of, loop
 from fastcoder.tokens import encode
 
 log = logging.getLogger(__name__)
@@ -227,6 +230,10 @@ class EditResult:
     reference: list[int]
     """The draft reference (original code + closing fence); used by method "reuse"."""
     max_new_tokens: int
+    finished: bool = True
+    """The answer ended: its closing fence, or the model's end of turn. False when the
+    token cap or a loop (:func:`fastcoder.stops.loop`) cut it, or it was cancelled:
+    ``text`` is then a cut piece of an edit, whose rest (the original's end) is missing."""
 
     @property
     def cancelled(self) -> bool:
@@ -275,7 +282,7 @@ def edit_code(
     original code through the prompt). ``session``: a :class:`fastcoder.session.Session`
     (KV prefix reuse, CACHE); a fresh one when None. ``cancel``: checked between
     forward passes; a cancelled result has ``cancelled`` set and partial text.
-    ``max_new_tokens``: default 2 × the original's tokens + 64. ``config``: base
+    ``max_new_tokens``: default :func:`edit_token_cap`. ``config``: base
     decode settings (method, token cap and stop rules are set here).
 
     Raises :class:`FastCoderError` for empty code or an empty instruction.
@@ -286,8 +293,7 @@ def edit_code(
     prompt_ids = encode(tok, p.head, special="parse") + encode(tok, p.opening, special="parse")
     reference = edit_reference(tok, code)
     if max_new_tokens is None:
-        body, _ = _split_trailing(_normalize(code))
-        max_new_tokens = 2 * len(encode(tok, body, special="parse")) + 64
+        max_new_tokens = edit_token_cap(tok, code)
     if max_new_tokens < 1:
         raise FastCoderError(f"max_new_tokens must be >= 1 (got {max_new_tokens})")
     cfg = edit_config(method, max_new_tokens=max_new_tokens, base=config)
@@ -297,13 +303,44 @@ def edit_code(
         session=session,
         sources=sources,
         reference=reference if method == "reuse" else None,
-        stop_fn=edit_stop_fn(p.fence),
+        stop_fn=edit_stop_rule(p.fence, code),
         cancel=cancel,
         on_step=on_step,
     )
-    return EditResult(
-        text=finish_edit(gen.text, code), generation=gen, prompt_ids=prompt_ids, reference=reference, max_new_tokens=max_new_tokens
-    )
+    return EditResult(text=finish_edit(gen.text, code), generation=gen, prompt_ids=prompt_ids, reference=reference,
+                      max_new_tokens=max_new_tokens, finished=_ended(gen, edit_stop_fn(p.fence), tok))  # fmt: skip
+
+
+EDIT_CAP = (8, 256)
+"""(times, plus): an edit's answer may be up to ``times`` x the original's tokens +
+``plus`` tokens. Google-style docstrings for six one-line functions took 372 tokens for
+a 60-token selection (2x + 64 cut them at 184: the cut edit, applied, lost three of the
+six functions); a loop ends sooner by its own rule."""
+
+
+def edit_token_cap(tokenizer: Any, code: str) -> int:
+    """The default token cap of an edit of ``code`` (:data:`EDIT_CAP`)."""
+    body, _ = _split_trailing(_normalize(code))
+    return EDIT_CAP[0] * len(encode(tokenizer, body, special="parse")) + EDIT_CAP[1]
+
+
+def edit_stop_rule(fence: str, code: str) -> StopRule:
+    """Where an edit's answer ends: its closing fence (:func:`edit_stop_fn`), or a loop
+    (:func:`fastcoder.stops.loop`) that ``code``, the original it copies, does not hold:
+    the edit is then unfinished (:func:`_ended`) and is not applied."""
+    return any_of(edit_stop_fn(fence), loop(known=code))
+
+
+def _ended(gen: Generation, fence: StopRule, tokenizer: Any) -> bool:
+    """Whether the answer ended by itself: the model's end of turn, or its closing fence
+    (the fence rule cuts the whole decoded output where the generation was cut, not the
+    loop rule earlier)."""
+    reason = gen.stats.stop_reason
+    if reason in ("eos", "stop_id"):
+        return True
+    if reason != "stop":
+        return False
+    return fence(tokenizer.decode(gen.tokens, skip_special_tokens=True)) == len(gen.text)
 
 
 def split_lines(text: str) -> list[str]:

@@ -470,11 +470,11 @@ def _repeats(piece: str, times: int, text: str) -> bool:
     return len(text) >= len(piece) * times and text.endswith(piece * times)
 
 
-def loops_in_line(line: str) -> bool:
-    """Whether ``line`` ends with a piece written again and again (:data:`LOOP_PIECES`)
-    that holds two letters in a row and more than one character: ``bar(baz(bar(baz(...``,
-    not ``# ------``, ``0x00, 0x00, ...`` or ``"xxxxxxxxxxxxxxxxxx"``, which are what some
-    files hold."""
+def line_loop(line: str) -> str | None:
+    """The piece ``line`` ends with, written again and again (:data:`LOOP_PIECES`), as it
+    stands there (the piece times its count), or None: a piece that holds two letters in
+    a row and more than one character: ``bar(baz(bar(baz(...``, not ``# ------``,
+    ``0x00, 0x00, ...`` or ``"xxxxxxxxxxxxxxxxxx"``, which are what some files hold."""
     n = len(line)
     for size in range(LOOP_PIECES[0][0], LOOP_PIECE_MAX + 1):
         times = LOOP_PIECES[0][1] if size < LOOP_PIECES[1][0] else LOOP_PIECES[1][1]
@@ -484,19 +484,21 @@ def loops_in_line(line: str) -> bool:
             continue
         piece = line[n - size :]
         if _repeats(piece, times, line) and _LETTERS.search(piece) and len(set(piece)) > 1:
-            return True
-    return False
+            return piece * times
+    return None
 
 
 class _Loop(_LineMatcher):
-    def __init__(self, closers: Mapping[str, int]) -> None:
+    def __init__(self, closers: Mapping[str, int], known: str) -> None:
         super().__init__()
         self.lines: list[tuple[str, int]] = []  # the last complete lines: (text, start)
         self.closers = {k: n for k, n in closers.items() if n > 0}
         self.closer_run = 0  # the same closer line written this many times in a row
+        self.known = known
 
     def line_grew(self, chunk: str) -> int | None:
-        if loops_in_line("".join(self.parts)):
+        repeated = line_loop("".join(self.parts))
+        if repeated is not None and repeated not in self.known:
             return max(self.line_start - 1, 0)
         return None
 
@@ -519,18 +521,20 @@ class _Loop(_LineMatcher):
                 continue
             block = texts[len(texts) - size :]
             if texts[len(texts) - size * times :] == block * times and any(_LETTERS.search(t) for t in block):
+                if self.known and "\n".join(block * times) in self.known:
+                    continue  # the code it copies repeats so
                 second = self.lines[len(texts) - size * (times - 1)][1]  # where the block starts again
                 return max(second - 1, 0)
         return None
 
 
-def loop(closers: Mapping[str, int] | None = None) -> StopRule:
+def loop(closers: Mapping[str, int] | None = None, known: str = "") -> StopRule:
     """Stop where greedy decoding has fallen into a loop, which it never leaves (seen in
     "Generate function body": a 12-line cycle of ``title = title.replace(...)`` to the
     token cap): a block of up to :data:`LOOP_LINES` lines written again as often as
     :data:`LOOP_REPEATS` says keeps its first writing (the text is cut before the newline
     where it starts again); a line that ends in a piece written again and again
-    (:func:`loops_in_line`) is dropped whole (cut before the newline that precedes it; the
+    (:func:`line_loop`) is dropped whole (cut before the newline that precedes it; the
     first line: everything). Lines are compared whole, indentation included, and a
     repeated block must hold two letters in a row (rows of zeros and ``#`` lines repeat in
     real files).
@@ -540,8 +544,12 @@ def loop(closers: Mapping[str, int] | None = None) -> StopRule:
     (:func:`open_directives`). Such a line written again and again in a row is kept as
     often as that (it was kept once: three nested blocks got one ``#endif``); it is cut
     where it always was (written 4 times) or at its first writing past that count,
-    whichever comes later, so a count from only part of the code never cuts sooner."""
-    return MatcherRule(lambda: _Loop(closers or {}))
+    whichever comes later, so a count from only part of the code never cuts sooner.
+
+    ``known``: code the output may copy (an edit's original): a repetition written in it
+    (lines compared without their trailing blanks) is not a loop."""
+    lines = "\n".join(line.rstrip() for line in known.replace("\r\n", "\n").split("\n")) if known else ""
+    return MatcherRule(lambda: _Loop(closers or {}, lines))
 
 
 DIRECTIVES = re.compile(r"#[ \t]*(if|ifdef|ifndef|endif|region|endregion)\b")

@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Sequence
 
 from fastcoder.drafters import ReuseDrafter, Sources
-from fastcoder.edit import EDIT_FALLBACK_TREE, edit_code, edit_config, edit_prompt_text, edit_reference, edit_stop_fn, finish_edit
+from fastcoder.edit import (EDIT_FALLBACK_TREE, edit_code, edit_config, edit_prompt_text, edit_reference, edit_stop_rule,
+                            edit_token_cap, finish_edit)
 from fastcoder_bench.output import recording
 
 
@@ -150,11 +151,11 @@ def run_method(engine, code: str, instruction: str, method: str, max_new_tokens:
     prompt_ids = tok(p.head, add_special_tokens=False)["input_ids"] + tok(p.opening, add_special_tokens=False)["input_ids"]
     reference = edit_reference(tok, code)
     if max_new_tokens is None:
-        max_new_tokens = 2 * len(tok(code.rstrip("\n"), add_special_tokens=False)["input_ids"]) + 64
+        max_new_tokens = edit_token_cap(tok, code)
     cfg = edit_config("reuse", max_new_tokens=max_new_tokens)
     drafter = ReuseDrafter(reference, Sources(), engine.pool, moved_code=True,
                            short_after_resync=24 if method == "reuse-fix-adapt" else None)
-    g = generate(engine.verifier, tok, drafter, prompt_ids, cfg, session=Session(cfg), stop_fn=edit_stop_fn(p.fence), on_step=on_step)
+    g = generate(engine.verifier, tok, drafter, prompt_ids, cfg, session=Session(cfg), stop_fn=edit_stop_rule(p.fence, code), on_step=on_step)
     return Run(method, g.tokens, finish_edit(g.text, code), g.stats, steps, g.margins)
 
 

@@ -155,14 +155,14 @@ async def generate_replacement(
     *,
     kind: str,
     nothing: str,
-    produce: Callable[[Any, Any, threading.Event, Callable[..., None]], tuple[str, Any]],
+    produce: Callable[[Any, Any, threading.Event, Callable[..., None]], tuple[Any, ...]],
 ) -> types.WorkspaceEdit:
     """The request flow of body generation and ``fastcoder.editSelection``: the model
-    must be ready; ``produce(engine, loaded_model, cancel, between) -> (text, Generation)``
-    runs on the model thread (its stats are counted under ``kind``), with ``between`` as
+    must be ready; ``produce(engine, loaded_model, cancel, between) -> (text, Generation[,
+    why])`` runs on the model thread (its stats are counted under ``kind``), with ``between`` as
     its generation's ``on_step``: the completions asked meanwhile run between two of its
     steps, not after it (:meth:`lsp_server.model_host.ModelHost.run_waiting`); no text fails the
-    request with ``nothing``, and so does a document that changed meanwhile where the
+    request with ``why`` or else ``nothing``, and so does a document that changed meanwhile where the
     text goes (:func:`lsp_server.documents.moved_range`); else the edit that puts the
     text over ``start..end`` (character offsets) of ``doc``, moved by the edits before it."""
     ls.require_model()
@@ -172,17 +172,17 @@ async def generate_replacement(
     def between(_committed: list[int], stats: Any) -> None:
         stats.yielded_s += ls.host.run_waiting()
 
-    def work() -> str:
+    def work() -> tuple[str, str | None]:
         engine, loaded = ls.host.engine, ls.host.loaded
         if engine is None or loaded is None:
-            return ""
-        text, gen = produce(engine, loaded, cancel, between)
+            return "", None
+        text, gen, *why = produce(engine, loaded, cancel, between)
         ls.metrics.generation(gen.stats, kind)
-        return text
+        return text, (why[0] if why else None)
 
-    text = await ls.host.run(work, cancel, label=f"{kind} {doc.uri}")
+    text, why = await ls.host.run(work, cancel, label=f"{kind} {doc.uri}")
     if not text.strip():
-        raise RequestFailed(nothing)
+        raise RequestFailed(why or nothing)
     if doc.version != version:  # edits elsewhere move the range; edits in it void the text
         moved = moved_range(before, doc.source, start, end)
         if moved is None:

@@ -89,6 +89,59 @@ def build_model(arch: str, vocab_size: int, seed: int = 0, layers: int = 2):
     return model.eval()
 
 
+def build_scripted_model(tokenizer, after: str, answer: str, seed: int = 1, again: bool = False):
+    """A tiny Qwen2 whose greedy continuation of any prompt ending in ``after``'s last
+    token is ``answer`` and then the end of text (``again``: ``answer`` again and again):
+    every layer's attention and MLP write nothing (their output projections are zero), so
+    the hidden state at a position is its token's embedding, and the LM head maps each
+    token of the chain to the next (a bigram table). ``answer``'s tokens must all differ
+    from one another and from that token. For what a random model does only by chance:
+    end an edit at its end of turn, or loop for good."""
+    import torch
+
+    from fastcoder.tokens import encode
+
+    written = encode(tokenizer, answer, special="parse")
+    chain = [encode(tokenizer, after, special="parse")[-1], *written]
+    assert len(set(chain)) == len(chain), "a bigram chain needs distinct tokens"
+    chain.append(written[0] if again else tokenizer.eos_token_id)
+    model = build_model("qwen2", len(tokenizer), seed=seed)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        hidden = model.model.norm(model.model.embed_tokens.weight[chain[:-1]])  # what the head sees
+        model.lm_head.weight.zero_()
+        for i, nxt in enumerate(chain[1:]):
+            h = hidden[i]
+            model.lm_head.weight[nxt] += h / h.norm()
+    return model
+
+
+EDIT_ANSWER = "return sum(values)"
+"""What the scripted edit model (``edit_model_dir``) answers to every edit."""
+
+
+@pytest.fixture(scope="session")
+def edit_model_dir(tmp_path_factory, tiny_tokenizer):
+    """A local HF folder of a tiny model whose every edit answer (the tokens after the
+    edit prompt's opening fence line) is :data:`EDIT_ANSWER` and then the end of text."""
+    path = tmp_path_factory.mktemp("tiny-qwen2-edit")
+    build_scripted_model(tiny_tokenizer, "```python\n", EDIT_ANSWER).save_pretrained(path)
+    tiny_tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def looping_edit_model_dir(tmp_path_factory, tiny_tokenizer):
+    """A local HF folder of a tiny model whose every edit answer is a line written again
+    and again (``total = sum(xs)``, never ended): the loop rule ends it, unfinished."""
+    path = tmp_path_factory.mktemp("tiny-qwen2-edit-loop")
+    build_scripted_model(tiny_tokenizer, "```python\n", "total = sum(xs)", again=True).save_pretrained(path)
+    tiny_tokenizer.save_pretrained(path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
     return build_tokenizer()

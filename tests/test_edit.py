@@ -17,6 +17,7 @@ import threading
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from conftest import EDIT_ANSWER
 from fastcoder_cli.main import main
 from fastcoder.config import DecodeConfig
 from fastcoder.drafters import DraftState, ReuseDrafter, Sources, resync
@@ -337,7 +338,7 @@ def test_edit_code_errors_and_defaults(engine):
         edit_code(engine, "x = 1\n", "make it 2", method="nope")
     res = edit_code(engine, "x = 1\n", "make it 2")
     n_code = len(engine.tokenizer("x = 1", add_special_tokens=False)["input_ids"])
-    assert res.max_new_tokens == 2 * n_code + 64
+    assert res.max_new_tokens == 8 * n_code + 256
     assert res.generation.stats.new_tokens <= res.max_new_tokens
     cancel = threading.Event()
     cancel.set()
@@ -357,22 +358,33 @@ def _cli(tmp_path, tiny_model_dir, content: bytes | str, *args: str) -> list[str
     return ["edit", str(f), *args, "--model", str(tiny_model_dir), "--dtype", "float32", "--device", "cpu", "--max-new-tokens", "12"]
 
 
-def test_cli_whole_file_selection_compare_ar_json(tmp_path, tiny_model_dir, capsys):
+def test_cli_whole_file_selection_compare_ar_json(tmp_path, edit_model_dir, capsys):
     n = len(SNIPPET.splitlines())
-    argv = _cli(tmp_path, tiny_model_dir, SNIPPET, "--start-line", "1", "--end-line", str(n), "--instruction", "add type hints", "--compare-ar", "--json")
+    argv = _cli(tmp_path, edit_model_dir, SNIPPET, "--start-line", "1", "--end-line", str(n), "--instruction", "add type hints", "--compare-ar", "--json")
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"text", "identical_to_ar", "speedup_vs_ar", "mean_accept_len", "reuse_share"}
-    assert out["identical_to_ar"] is True
-    assert out["speedup_vs_ar"] > 0 and out["mean_accept_len"] >= 1 and 0 <= out["reuse_share"] <= 1
-    assert out["text"].endswith("\n")  # the selection's trailing newline is kept
+    assert set(out) == {"text", "finished", "identical_to_ar", "speedup_vs_ar", "mean_accept_len", "reuse_share"}
+    assert out["identical_to_ar"] is True and out["finished"] is True
+    # the step whose token is the end of turn commits nothing: a mean below 1 is possible
+    assert out["speedup_vs_ar"] > 0 and out["mean_accept_len"] > 0 and 0 <= out["reuse_share"] <= 1
+    assert out["text"] == EDIT_ANSWER + "\n"  # the selection's trailing newline is kept
 
 
-def test_cli_prints_the_edited_code(tmp_path, tiny_model_dir, capsys):
-    argv = _cli(tmp_path, tiny_model_dir, SNIPPET, "--start-line", "3", "--end-line", "4", "--instruction", "rename w")
+def test_cli_an_edit_that_does_not_end_exits_3(tmp_path, tiny_model_dir, capsys):
+    """The random model runs to the token cap: the text is a cut piece of an edit, printed
+    with a warning, and the exit status says so (a script must not write it back)."""
+    argv = _cli(tmp_path, tiny_model_dir, SNIPPET, "--start-line", "1", "--end-line", "4", "--instruction", "add type hints")
+    assert main(argv) == 3
+    assert "the edit did not end (max_new_tokens after 12 tokens)" in capsys.readouterr().err
+    assert main([*argv, "--json"]) == 3
+    assert json.loads(capsys.readouterr().out)["finished"] is False
+
+
+def test_cli_prints_the_edited_code(tmp_path, edit_model_dir, capsys):
+    argv = _cli(tmp_path, edit_model_dir, SNIPPET, "--start-line", "3", "--end-line", "4", "--instruction", "rename w")
     assert main(argv) == 0
     captured = capsys.readouterr()
-    assert captured.out.endswith("\n")
+    assert captured.out == EDIT_ANSWER + "\n"
     assert "reuse:" in captured.err  # stats go to stderr, the code alone to stdout
 
 
@@ -398,3 +410,38 @@ def test_cli_clear_errors(tmp_path, tiny_model_dir, capsys, content, lines, mess
 def test_cli_missing_file(tmp_path, capsys):
     assert main(["edit", str(tmp_path / "nope.py"), "--start-line", "1", "--end-line", "1", "--instruction", "x"]) == 1
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_an_edit_ended_by_its_fence_or_end_of_turn_is_finished_and_one_cut_short_is_not(tiny_tokenizer):
+    """``finished``: the fence rule on the whole decoded output cuts where the generation
+    was cut (not the loop rule earlier), or the model ended its turn."""
+    from fastcoder.decode import Generation
+    from fastcoder.edit import _ended, edit_stop_fn
+    from fastcoder.tokens import encode
+
+    fence = edit_stop_fn("```")
+
+    def gen(written: str, kept: str, reason: str) -> Generation:
+        stats = GenStats()
+        stats.stop_reason = reason
+        return Generation(tokens=encode(tiny_tokenizer, written, special="plain"), text=kept, stats=stats)
+
+    assert _ended(gen("x = 1\n```", "x = 1", "stop"), fence, tiny_tokenizer)
+    assert _ended(gen("x = 1", "x = 1", "eos"), fence, tiny_tokenizer)
+    assert not _ended(gen("a = f(a)\na = f(a)\na = f(a)\na = f(a)\n", "a = f(a)", "stop"), fence, tiny_tokenizer)
+    assert not _ended(gen("x = 1\ny = 2", "x = 1\ny = 2", "max_new_tokens"), fence, tiny_tokenizer)
+    assert not _ended(gen("x = 1", "x = 1", "cancelled"), fence, tiny_tokenizer)
+
+
+def test_an_edit_that_loops_ends_early_unfinished(looping_edit_model_dir):
+    """A model that writes its line again and again: the loop rule ends the edit at the
+    line's first writing, long before the cap, and the edit is not finished."""
+    from fastcoder.models import load_model
+
+    engine = Engine.from_loaded(load_model(str(looping_edit_model_dir), dtype="float32", device="cpu"))
+    try:
+        res = edit_code(engine, SNIPPET, "use sum")
+    finally:
+        engine.close()
+    assert res.finished is False and res.generation.stats.stop_reason == "stop"
+    assert res.generation.stats.new_tokens < 60 < res.max_new_tokens

@@ -19,6 +19,8 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient
 from transformers import AutoTokenizer
 
+from conftest import EDIT_ANSWER
+
 STATUS = "fastcoder/status"
 
 BODY = '''import os
@@ -739,7 +741,42 @@ async def test_kv_prefix_reuse_after_a_one_character_edit(client: LanguageClient
     assert total["prefillTokens"] < total["promptTokens"]
 
 
-async def test_edit_selection_returns_and_applies_an_edit(client: LanguageClient, workspace):
+async def test_an_edit_that_does_not_end_is_not_applied(looping_edit_model_dir, tmp_path):
+    """A model that writes one line again and again never ends its edit: the loop rule
+    stops it early, and such an edit is a cut piece (the original's rest missing), which
+    applied deleted code (seen: docstrings for six functions cut at the token cap kept
+    three). Now the command fails, says why, and nothing is applied."""
+    (tmp_path / "edit_cut.py").write_text(BODY)
+    client = await start_client(looping_edit_model_dir, tmp_path, {"commonIndex": False, "workspaceIndex": False})
+    try:
+        await wait_ready(client)
+        uri = (tmp_path / "edit_cut.py").as_uri()
+        open_doc(client, uri, BODY)
+        start, end = _find(BODY, "def total(values):"), _end_of(BODY, "    return result")
+        rng = {"start": {"line": start.line, "character": 0}, "end": {"line": end.line, "character": end.character}}
+        with pytest.raises(JsonRpcException) as err:
+            await client.workspace_execute_command_async(types.ExecuteCommandParams(
+                command="fastcoder.editSelection", arguments=[{"uri": uri, "range": rng, "instruction": "Use sum()."}]))  # fmt: skip
+        assert "went into a loop after" in str(err.value) and "nothing was changed" in str(err.value)
+        assert client.applied_edits == []  # type: ignore[attr-defined]
+        assert (await stats(client))["methods"]["reuse"]["generations"] == 1  # it ran, and counts
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def edit_client(edit_model_dir, workspace):
+    """A server whose model ends every edit (tests/conftest.py ``build_scripted_model``)."""
+    client = await start_client(edit_model_dir, workspace, {"commonIndex": False, "workspaceIndex": False})
+    await wait_ready(client)
+    yield client
+    await client.shutdown_session()
+    await client.stop()
+
+
+async def test_edit_selection_returns_and_applies_an_edit(edit_client: LanguageClient, workspace):
+    client = edit_client
     uri = (workspace / "edit.py").as_uri()
     open_doc(client, uri, BODY)
     start = _find(BODY, "def total(values):")
@@ -754,19 +791,19 @@ async def test_edit_selection_returns_and_applies_an_edit(client: LanguageClient
     assert result["applied"] is True
     (change,) = result["edit"]["documentChanges"]
     (edit,) = change["edits"]
-    assert edit["range"] == rng and edit["newText"].strip()
-    assert "```" not in edit["newText"]
+    assert edit["range"] == rng and edit["newText"] == EDIT_ANSWER  # the model's answer, fences stripped
     (applied,) = client.applied_edits  # type: ignore[attr-defined]
     assert applied.edit.document_changes[0].edits[0].new_text == edit["newText"]
     assert (await stats(client))["methods"]["reuse"]["generations"] >= 1
 
 
 async def test_edit_selection_from_an_indented_lines_first_character_takes_its_indentation(
-        client: LanguageClient, workspace):  # fmt: skip
+        edit_client: LanguageClient, workspace):  # fmt: skip
     """A selection that starts at the first character of an indented line (``for`` in
     ``    for value in values:``): the model is given the line whole, indentation and all,
     and the edit replaces it from the line's start (without it, a method's body came back
     one level shallower than its first line's place)."""
+    client = edit_client
     uri = (workspace / "edit_indented.py").as_uri()
     open_doc(client, uri, BODY)
     start = _find(BODY, "    for value in values:")

@@ -188,19 +188,35 @@ def test_wrong_type_integers_are_rejected_not_coerced(bad):
 TEXT = "import os\n\n\ndef total(values):\n    result = 0\n    for v in values:\n        result += v\n    return result\n"
 
 
-@pytest.fixture(scope="module")
-def server(tiny_model_dir, tmp_path_factory):
-    ws = tmp_path_factory.mktemp("robust-ws")
+def _start(model_dir: Path, ws: Path, log: str) -> StdioClient:
     (ws / "main.py").write_text(TEXT)
-    client = StdioClient(server_command(tiny_model_dir), ws.parent / "robust-server.log")
-    opts = {"model": str(tiny_model_dir), "dtype": "float32", "device": "cpu", "maxNewTokens": 4, "timeBudgetMs": 0,
+    client = StdioClient(server_command(model_dir), ws.parent / log)
+    opts = {"model": str(model_dir), "dtype": "float32", "device": "cpu", "maxNewTokens": 4, "timeBudgetMs": 0,
             "earlyAnswerMs": None, "warmOnOpen": True, "commonIndex": False, "dependencyIndex": False}  # fmt: skip
     client.initialize(ws, opts)
     client.wait_status("ready")
     client.ws = ws  # type: ignore[attr-defined]
-    yield client
+    return client
+
+
+def _stop(client: StdioClient) -> None:
     assert client.shutdown() == 0
     assert "Traceback" not in client.log_text(), client.log_text()[-3000:]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir, tmp_path_factory):
+    client = _start(tiny_model_dir, tmp_path_factory.mktemp("robust-ws"), "robust-server.log")
+    yield client
+    _stop(client)
+
+
+@pytest.fixture(scope="module")
+def edit_server(edit_model_dir, tmp_path_factory):
+    """A server whose model ends every edit (tests/conftest.py ``build_scripted_model``)."""
+    client = _start(edit_model_dir, tmp_path_factory.mktemp("robust-edit-ws"), "robust-edit-server.log")
+    yield client
+    _stop(client)
 
 
 def _open(client: StdioClient, uri: str, text: str, language: str = "python") -> None:
@@ -223,21 +239,21 @@ def test_nested_objects_that_look_like_messages_are_not_answered(server: StdioCl
     assert all(len(server.answers[i]) == 1 for i in (first, second))
 
 
-def test_a_client_answer_that_does_not_fit_fails_the_request_it_answers(server: StdioClient):
+def test_a_client_answer_that_does_not_fit_fails_the_request_it_answers(edit_server: StdioClient):
     """This client answers every server request with ``null``, which is not an
     ApplyWorkspaceEditResult: pygls dropped that answer and editSelection, awaiting it,
     never answered (seen with a real model). Now the apply fails and the edit comes back
     in the command's answer, not applied."""
-    uri = (server.ws / "edit_me.py").as_uri()  # type: ignore[attr-defined]
-    _open(server, uri, TEXT)
+    uri = (edit_server.ws / "edit_me.py").as_uri()  # type: ignore[attr-defined]
+    _open(edit_server, uri, TEXT)
     rng = {"start": {"line": 3, "character": 0}, "end": {"line": 7, "character": 17}}
-    answer = server.command("fastcoder.editSelection", {"uri": uri, "range": rng, "instruction": "Use sum()."}, timeout=120)
+    answer = edit_server.command("fastcoder.editSelection", {"uri": uri, "range": rng, "instruction": "Use sum()."}, timeout=120)
     assert "result" in answer, answer
     edit = answer["result"]["edit"]
     assert answer["result"]["applied"] is False and (edit.get("changes") or edit.get("documentChanges"))
-    asked = [m for _, m in server.notifications if m.get("method") == "workspace/applyEdit"]
-    assert asked and "does not fit" in server.log_text()
-    assert "result" in server.call("workspace/executeCommand", {"command": "fastcoder.stats"})  # still up
+    asked = [m for _, m in edit_server.notifications if m.get("method") == "workspace/applyEdit"]
+    assert asked and "does not fit" in edit_server.log_text()
+    assert "result" in edit_server.call("workspace/executeCommand", {"command": "fastcoder.stats"})  # still up
 
 
 def test_long_lines_do_not_stall_other_requests(server: StdioClient):

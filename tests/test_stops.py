@@ -150,3 +150,17 @@ def test_the_server_rules_stop_a_loop_in_every_mode():
     # stopDegenerate false: the old rules alone (a generation runs on to its limits)
     rule = make_stop_fn("block", "    ", ["    return total"], mid_line_blocks=True, degenerate=False)
     assert rule("x\n" + line * 5) is None and rule("a\x1b") is None
+
+
+def test_a_repetition_the_copied_code_holds_is_not_a_loop():
+    """An edit copies its original: lines or pieces that the original repeats so are
+    kept; a loop of lines it does not hold still ends the output."""
+    from fastcoder.stops import loop
+
+    original = "def f():\n    x.append(1)\n    x.append(1)\n    x.append(1)\n    x.append(1)\n    x.append(1)\n"
+    assert loop(known=original)(original) is None
+    assert loop()(original) == len("def f():\n    x.append(1)")
+    looped = "def f():\n" + "    y = foo(y)\n" * 6
+    assert looped[: loop(known=original)(looped)] == "def f():\n    y = foo(y)"
+    row = "t = " + "ab(ab(" * 4
+    assert loop(known=row + "\r\n")(row) is None and loop()(row) == 0

@@ -29,7 +29,11 @@ _EXT_LANG = {
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("edit", help="edit lines of a file following an instruction and print the result")
+    p = subparsers.add_parser(
+        "edit", help="edit lines of a file following an instruction and print the result",
+        epilog="exit status: 0 the edit ended (its closing fence or end of turn); 3 it did not (the token cap "
+               "or a loop cut it): what is printed is a cut piece of it; 1 an error",
+    )  # fmt: skip
     p.add_argument("file", type=Path)
     p.add_argument("--start-line", type=int, required=True, help="first line to edit (1-based)")
     p.add_argument("--end-line", type=int, required=True, help="last line to edit (inclusive)")
@@ -39,7 +43,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, help="builtin name, HF folder, .gguf file or hub id")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--max-new-tokens", type=int, default=None, help="default: 2 x the selection's tokens + 64")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="default: 8 x the selection's tokens + 256")
     p.add_argument("--compare-ar", action="store_true", help="also run AR; report identity and speedup")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the code")
     p.set_defaults(func=run)
@@ -92,8 +96,9 @@ def run(args: argparse.Namespace) -> int:
         engine.close()
     gen = res.generation
     share = accepted_share(gen, "reuse")
+    unfinished = None if res.finished else f"the edit did not end ({gen.stats.stop_reason} after {gen.stats.new_tokens} tokens): this is a cut piece of it"
     if args.json:
-        out: dict = {"text": res.text}
+        out: dict = {"text": res.text, "finished": res.finished}
         if args.compare_ar:
             out.update(
                 identical_to_ar=ar.generation.tokens == gen.tokens and ar.text == res.text,
@@ -105,10 +110,12 @@ def run(args: argparse.Namespace) -> int:
             out.update(mean_accept_len=gen.stats.mean_accept_len, reuse_share=share, stats=gen.stats.to_dict())
         json.dump(out, sys.stdout)
         sys.stdout.write("\n")
-        return 0
+        return 0 if res.finished else 3
     sys.stdout.write(res.text if res.text.endswith("\n") else res.text + "\n")
     sys.stdout.flush()
     print(f"--- {gen.stats.summary()}", file=sys.stderr)
+    if unfinished:
+        print(f"--- {unfinished}", file=sys.stderr)
     if args.compare_ar:
         speedup = ar.generation.stats.ms_per_token / max(gen.stats.ms_per_token, 1e-9)
         e2e = ar.generation.stats.total_s / max(gen.stats.total_s, 1e-9)
@@ -117,4 +124,4 @@ def run(args: argparse.Namespace) -> int:
             f"end-to-end: {e2e:.2f}x   mean accepted length: {gen.stats.mean_accept_len:.2f}   reuse share: {share:.0%}",
             file=sys.stderr,
         )
-    return 0
+    return 0 if res.finished else 3
