@@ -489,12 +489,13 @@ def line_loop(line: str) -> str | None:
 
 
 class _Loop(_LineMatcher):
-    def __init__(self, closers: Mapping[str, int], known: str) -> None:
+    def __init__(self, closers: Mapping[str, int], known: str, rows: bool) -> None:
         super().__init__()
         self.lines: list[tuple[str, int]] = []  # the last complete lines: (text, start)
         self.closers = {k: n for k, n in closers.items() if n > 0}
         self.closer_run = 0  # the same closer line written this many times in a row
         self.known = known
+        self.rows = rows  # letterless lines written again are not a loop
 
     def line_grew(self, chunk: str) -> int | None:
         repeated = line_loop("".join(self.parts))
@@ -520,7 +521,7 @@ class _Loop(_LineMatcher):
             if size * times > len(texts):
                 continue
             block = texts[len(texts) - size :]
-            if texts[len(texts) - size * times :] == block * times and any(_LETTERS.search(t) for t in block):
+            if texts[len(texts) - size * times :] == block * times and (not self.rows or any(_LETTERS.search(t) for t in block)):
                 if self.known and "\n".join(block * times) in self.known:
                     continue  # the code it copies repeats so
                 second = self.lines[len(texts) - size * (times - 1)][1]  # where the block starts again
@@ -528,7 +529,7 @@ class _Loop(_LineMatcher):
         return None
 
 
-def loop(closers: Mapping[str, int] | None = None, known: str = "") -> StopRule:
+def loop(closers: Mapping[str, int] | None = None, known: str = "", rows: bool = True) -> StopRule:
     """Stop where greedy decoding has fallen into a loop, which it never leaves (seen in
     "Generate function body": a 12-line cycle of ``title = title.replace(...)`` to the
     token cap): a block of up to :data:`LOOP_LINES` lines written again as often as
@@ -547,9 +548,32 @@ def loop(closers: Mapping[str, int] | None = None, known: str = "") -> StopRule:
     whichever comes later, so a count from only part of the code never cuts sooner.
 
     ``known``: code the output may copy (an edit's original): a repetition written in it
-    (lines compared without their trailing blanks) is not a loop."""
+    (lines compared without their trailing blanks) is not a loop.
+
+    ``rows``: a block without two letters in a row (``[0, 0, 0, 0],``) written again is
+    not a loop (grids and tables of zeros are); False when the code before shows no such
+    row written twice in a row (:func:`repeats_rows`), so ``(10, 10, 20),`` written 7
+    times under distinct ``parametrize`` rows is one."""
     lines = "\n".join(line.rstrip() for line in known.replace("\r\n", "\n").split("\n")) if known else ""
-    return MatcherRule(lambda: _Loop(closers or {}, lines))
+    return MatcherRule(lambda: _Loop(closers or {}, lines, rows))
+
+
+ROWS_LOOKBACK = 40
+"""How many lines before the output :func:`repeats_rows` reads."""
+
+
+def repeats_rows(text: str) -> bool:
+    """Whether the last :data:`ROWS_LOOKBACK` lines of ``text`` (the code before the
+    output) hold a non-blank line without two letters in a row written twice in a row
+    (``[0, 0, 0, 0],`` twice: a grid, a table), i.e. whether such rows repeat in this
+    code (:func:`loop`'s ``rows``)."""
+    start = len(text)
+    for _ in range(ROWS_LOOKBACK + 1):
+        start = text.rfind("\n", 0, start)
+        if start < 0:
+            break
+    lines = [line.strip() for line in text[start + 1 :].split("\n")]
+    return any(a and a == b and not _LETTERS.search(a) for a, b in zip(lines, lines[1:]))
 
 
 DIRECTIVES = re.compile(r"#[ \t]*(if|ifdef|ifndef|endif|region|endregion)\b")

@@ -20,7 +20,7 @@ import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from fastcoder.stops import FENCE, open_directives
+from fastcoder.stops import FENCE, open_directives, repeats_rows
 from fastcoder.tokens import TokenInfo
 from lsp_server.postprocess import cut_at_limit, document_indent_unit, reindent
 from lsp_server.prompt import CursorContext, build_prompt
@@ -425,7 +425,7 @@ def generate_body(
         # a whole body: the typing-time rule that ends a statement at its line does not apply
         stop_fn=make_stop_fn("block", ctx.line_prefix, ctx.following_lines, mid_line_blocks=True,
                              fences=FENCE in text, degenerate=settings.stop_degenerate,
-                             closers=open_directives(ctx.prefix)).after(len(heal)),
+                             closers=open_directives(ctx.prefix), rows=repeats_rows(ctx.prefix)).after(len(heal)),
         cancel=cancel,
         first_allowed=prompt.allowed,
         on_step=on_step,

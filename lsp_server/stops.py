@@ -22,7 +22,8 @@ this module picks them for a cursor. Rules:
 * every mode, unless turned off (``stopDegenerate``): a loop (a line written 4 times in a row, a block of 2-3 lines 3 times, of 4-16
   lines twice: the first writing stays; a line ending in a piece written again and again goes:
   :func:`fastcoder.stops.loop`; ``#endif`` is kept as often as the code before left an
-  ``#if`` open), and a control character (cut before it:
+  ``#if`` open; a row without letters, ``(1, 2, 3),``, loops too unless the code before
+  repeats such rows), and a control character (cut before it:
   :func:`fastcoder.stops.control_chars`).
 
 ``max_new_tokens`` and the time budget are the engine's own limits
@@ -56,7 +57,7 @@ def first_nonblank(lines: Sequence[str]) -> str | None:
 
 def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (), mid_line_blocks: bool = False,
                  opened: bool = False, fences: bool = False, degenerate: bool = True,
-                 closers: Mapping[str, int] | None = None) -> StopRule:
+                 closers: Mapping[str, int] | None = None, rows: bool = True) -> StopRule:
     """The stop rule for a completion whose cursor line starts with ``line_prefix``
     (a :class:`fastcoder.stops.StopRule`: the engine feeds it only the new text; called
     on a whole text it returns that text's cut).
@@ -76,11 +77,13 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     ``degenerate`` (the server's ``stopDegenerate``): loops and control characters end it.
     ``closers``: the directives the code before the cursor left open
     (:func:`fastcoder.stops.open_directives`): three nested ``#ifdef`` s may get three
-    ``#endif`` s, not be cut to one as a loop.
+    ``#endif`` s, not be cut to one as a loop. ``rows``: rows without letters written
+    again are not a loop (the code before repeats such rows:
+    :func:`fastcoder.stops.repeats_rows`).
     """
     base = indent_width(line_prefix)
     fence = None if fences else fence_line(check_first_line=not line_prefix.strip())
-    garbage = (loop(closers), control_chars()) if degenerate else ()
+    garbage = (loop(closers, rows=rows), control_chars()) if degenerate else ()
     if mode == "line":
         if opened:
             return any_of(opened_lines(), block_end(base), fence, *garbage)

@@ -164,3 +164,24 @@ def test_a_repetition_the_copied_code_holds_is_not_a_loop():
     assert looped[: loop(known=original)(looped)] == "def f():\n    y = foo(y)"
     row = "t = " + "ab(ab(" * 4
     assert loop(known=row + "\r\n")(row) is None and loop()(row) == 0
+
+
+def test_rows_without_letters_loop_unless_the_code_before_repeats_such_rows():
+    """``(10, 10, 20),`` written 7 times under distinct ``parametrize`` rows is a loop; a
+    grid whose rows repeat in the code before goes on repeating them."""
+    from fastcoder.stops import loop, repeats_rows
+
+    rows = "(5, 3, 8),\n    (0, 0, 0),\n" + "    (10, 10, 20),\n" * 7
+    assert rows[: loop(rows=False)(rows)] == "(5, 3, 8),\n    (0, 0, 0),\n    (10, 10, 20),"
+    assert loop()(rows) is None  # rows=True: as before
+    assert repeats_rows("GRID = [\n    [0, 0, 0, 0],\n    [0, 0, 0, 0],\n    ") is True
+    assert repeats_rows("CASES = [\n    (1, 2, 3),\n    (2, 3, 5),\n    ") is False
+    assert repeats_rows("def f():\n    pass\n\n\n\ndef g():\n    ") is False  # blank lines are not rows
+    assert repeats_rows("x.append(1)\nx.append(1)\n") is False  # lines with letters are not rows
+    far = "[0, 0],\n[0, 0],\n" + "".join(f"total += {i}\n" for i in range(50))
+    assert repeats_rows(far) is False  # only the last lines count
+    # the server's completions: a grid goes on, parametrize rows loop
+    from lsp_server.stops import make_stop_fn
+
+    assert make_stop_fn("block", "    ", rows=False)(rows) == len("(5, 3, 8),\n    (0, 0, 0),\n    (10, 10, 20),")
+    assert make_stop_fn("block", "    ", rows=True)(rows) is None

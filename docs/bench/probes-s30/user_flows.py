@@ -35,7 +35,10 @@ statement between two, JSX in a ``map``) or 15 (inside blocks whose closer is be
 ``do`` block, a shell ``case``, Elixir, a Python loop, a JS ``switch``, a Rust ``impl``, a TS
 ``try``, a C ``while``) or 16 (thirty-seventh session: code that repeats itself: rows of
 zeros, asserts, an enum, a dict, nested ``#ifdef``, a comment rule, a replace chain, HTML rows,
-``add_argument`` lines, a banner, SQL rows, a C byte table).
+``add_argument`` lines, a banner, SQL rows, a C byte table) or 17 (thirty-eighth session:
+pytest's ``parametrize`` rows, Go's ``if err != nil``, a TS import list, after a comment, a
+Rust ``Display``, Java ``toString``, a ``@property``, JS ``reduce``, a dict comprehension, a
+shell loop, an f-string's message, a C ``case``, an HTML list item, after ``try``'s body).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -310,7 +313,23 @@ BATCH_16 = [  # thirty-seventh session: code that repeats itself, where greedy d
     ("seed.sql", "sql", "INSERT INTO users (id, name) VALUES\n  (1, 'alice'),\n  (2, 'bob'),\n  |\n"),
     ("zeros.c", "c", "static const unsigned char table[16] = {\n    0x00, 0x00, 0x00, 0x00, |\n};\n"),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16}[BATCH]
+BATCH_17 = [  # thirty-eighth session: everyday places not tried yet
+    ("test_param.py", "python", "import pytest\n\n\n@pytest.mark.parametrize(\"a,b,expected\", [\n    (1, 2, 3),\n    |\n])\ndef test_add(a, b, expected):\n    assert a + b == expected\n"),
+    ("err.go", "go", "package main\n\nimport \"os\"\n\nfunc read(path string) ([]byte, error) {\n\tdata, err := os.ReadFile(path)\n\tif err != nil {\n\t\t|\n\t}\n\treturn data, nil\n}\n"),
+    ("hooks.ts", "typescript", "import { useState, | } from \"react\";\n\nexport function Counter() {\n  const [n, setN] = useState(0);\n  useEffect(() => { document.title = String(n); }, [n]);\n  return n;\n}\n"),
+    ("prices.py", "python", "def top(items):\n    # sort the items by price, highest first\n    |\n"),
+    ("point.rs", "rust", "use std::fmt;\n\nstruct Point { x: i32, y: i32 }\n\nimpl fmt::Display for Point {\n    |\n}\n"),
+    ("Person.java", "java", "public class Person {\n    private final String name;\n\n    @Override\n    public String toString() {\n        |\n    }\n}\n"),
+    ("prop.py", "python", "class User:\n    def __init__(self, first, last):\n        self.first = first\n        self.last = last\n\n    @property\n    def full_name(self):\n        |\n"),
+    ("reduce.js", "javascript", "const items = [{ price: 2 }, { price: 3 }];\nconst total = items.reduce((acc, item) => |, 0);\n"),
+    ("dictcomp.py", "python", "def invert(d):\n    return {|: k for k, v in d.items()}\n"),
+    ("loop.sh", "shellscript", "#!/bin/sh\nfor f in *.txt; do\n  |\ndone\n"),
+    ("fmsg.py", "python", "def check(age):\n    if age < 0:\n        raise ValueError(f\"|\")\n    return age\n"),
+    ("switch.c", "c", "int score(char c) {\n    switch (c) {\n    case 'a':\n        |\n    }\n    return 0;\n}\n"),
+    ("list.html", "html", "<ul>\n  <li>Home</li>\n  <li>|</li>\n</ul>\n"),
+    ("try.py", "python", "def parse(s):\n    try:\n        return int(s)\n    |\n"),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
