@@ -38,7 +38,10 @@ zeros, asserts, an enum, a dict, nested ``#ifdef``, a comment rule, a replace ch
 ``add_argument`` lines, a banner, SQL rows, a C byte table) or 17 (thirty-eighth session:
 pytest's ``parametrize`` rows, Go's ``if err != nil``, a TS import list, after a comment, a
 Rust ``Display``, Java ``toString``, a ``@property``, JS ``reduce``, a dict comprehension, a
-shell loop, an f-string's message, a C ``case``, an HTML list item, after ``try``'s body).
+shell loop, an f-string's message, a C ``case``, an HTML list item, after ``try``'s body) or
+18 (Python places typed every day: ``enumerate(|)``, ``__repr__``, keyword values, ``sorted``'s
+key, ``async with``, a dataclass field, an f-string's ``{|}``, a return annotation, after
+``np.``, an early exit, a generator, a method between two).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -329,7 +332,23 @@ BATCH_17 = [  # thirty-eighth session: everyday places not tried yet
     ("list.html", "html", "<ul>\n  <li>Home</li>\n  <li>|</li>\n</ul>\n"),
     ("try.py", "python", "def parse(s):\n    try:\n        return int(s)\n    |\n"),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17}[BATCH]
+BATCH_18 = [  # thirty-eighth session: Python places a user types every day
+    ("enum.py", "python", "def show(xs):\n    for i, x in enumerate(|):\n        print(i, x)\n"),
+    ("repr.py", "python", "class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n\n    def __repr__(self):\n        |\n"),
+    ("log.py", "python", "import logging\n\nlogging.basicConfig(level=|)\nlog = logging.getLogger(__name__)\n"),
+    ("enc.py", "python", "def read(path):\n    with open(path, \"r\", encoding=|) as f:\n        return f.read()\n"),
+    ("sortkey.py", "python", "def by_age(people):\n    return sorted(people, key=|)\n"),
+    ("fetch.py", "python", "import aiohttp\n\n\nasync def fetch(session, url):\n    async with session.get(url) as resp:\n        |\n"),
+    ("dc.py", "python", "from dataclasses import dataclass\n\n\n@dataclass\nclass Point:\n    x: float\n    |\n"),
+    ("fdebug.py", "python", "def debug(name, value):\n    print(f\"{name=}, {|}\")\n"),
+    ("hint.py", "python", "import json\n\n\ndef load(path: str) -> |:\n    with open(path) as f:\n        return json.load(f)\n"),
+    ("np.py", "python", "import numpy as np\n\narr = np.|\n"),
+    ("main_args.py", "python", "import sys\n\n\ndef main(argv):\n    if len(argv) < 2:\n        |\n    print(argv[1])\n"),
+    ("gen.py", "python", "def chunks(xs, n):\n    for i in range(0, len(xs), n):\n        |\n"),
+    ("kw.py", "python", "import requests\n\nresp = requests.get(url, timeout=|)\n"),
+    ("classvar.py", "python", "class Cache:\n    def __init__(self):\n        self._data = {}\n\n    def get(self, key, default=None):\n        |\n\n    def set(self, key, value):\n        self._data[key] = value\n"),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
