@@ -57,6 +57,7 @@ from typing import Any, Callable, Iterator, Sequence
 from fastcoder.datastore import Retrieval
 from fastcoder.errors import FastCoderError
 from indexer.packages import PackageSource, list_distributions
+from indexer.priority import lower_thread_priority
 
 log = logging.getLogger(__name__)
 
@@ -392,6 +393,7 @@ class DepsHandle:
         cancel = self._cancel
 
         def work() -> None:
+            lower_thread_priority()
             self._set("building", "indexing the workspace's dependencies")
             try:
                 res = build_deps(

@@ -41,6 +41,7 @@ from indexer.scan import MAX_FILE_BYTES, SourceText, read_source
 from indexer.tokenizing import batched
 from fastcoder.search import search
 from fastcoder.tokens import encode_batch
+from indexer.priority import lower_thread_priority
 
 log = logging.getLogger(__name__)
 
@@ -479,6 +480,7 @@ class RepoIndex:
         self.merge()
 
     def _merge_worker(self) -> None:
+        lower_thread_priority()
         try:
             while not self._closed:
                 self.merge()

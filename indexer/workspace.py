@@ -42,6 +42,7 @@ from indexer.repo_store import MERGE_FILES, MERGE_TOKENS, Change, RepoIndex, nor
 from indexer.scan import IGNORE_FILES, MAX_FILE_BYTES, ScannedFile, WorkspaceFilter, read_source
 from indexer.symbols import PYTHON_SUFFIXES, SymbolTable
 from indexer.watch import Debouncer, FileWatcher
+from indexer.priority import lower_thread_priority
 
 log = logging.getLogger(__name__)
 
@@ -402,6 +403,7 @@ class WorkspaceIndex:
             self._cond.notify()
 
     def _run(self) -> None:
+        lower_thread_priority()  # the model's requests come first (indexer/priority.py)
         try:
             try:
                 self.watcher.start()

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fastcoder.drafters import Sources
+from indexer.priority import lower_thread_priority
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,7 @@ class IndexAdapter:
         threading.Thread(target=self._open, name="fastcoder-index-open", daemon=True).start()
 
     def _open(self) -> None:
+        lower_thread_priority()  # D_c and D_r are built on this thread and those it starts
         try:
             if self.use_common:
                 try:
