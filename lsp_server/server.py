@@ -51,7 +51,7 @@ from lsp_server.documents import (
     range_offsets,
     tokenizable,
 )
-from lsp_server.prompt import CursorContext
+from lsp_server.prompt import CursorContext, encode
 from lsp_server.protocol import CLIENT_ANSWER_S, Features, RequestFailed, guard, quiet, workspace_edit
 from lsp_server.recall import may_still_serve, recall
 from lsp_server.sessions import DocumentState
@@ -597,6 +597,11 @@ async def edit_selection(ls: FastCoderServer, *args: Any) -> dict[str, Any]:
     if not code.strip():
         raise BadRequest("fastcoder.editSelection: the selection is empty")
     settings = ls.settings
+    ls.require_model()
+    size = len(encode(ls.host.engine.tokenizer, code))
+    if size > settings.max_edit_tokens:
+        raise BadRequest(f"fastcoder.editSelection: the selection is {size:,} tokens, over maxEditTokens "
+                         f"({settings.max_edit_tokens:,}); select less")  # fmt: skip
     try:
         wedit = await generate_replacement(
             ls, doc, start, end, kind="edit", nothing="the model proposed no edit",

@@ -41,6 +41,9 @@ maxSuffixTokens    128                          cap on the suffix: in a FIM prom
                                                 this CPU, bf16: ~250 ms for 128 tokens, ~900 ms for 512)
 maxBodyTokens      256                          cap for "Generate function body"
 bodyTimeBudgetMs   30000                        time limit for it (null/0: none); a cut body keeps whole lines
+maxEditTokens      4096                         the largest selection ``fastcoder.editSelection`` takes, in
+                                                tokens: the model reads it whole and writes it again (up to
+                                                8x + 256 tokens); a larger one fails at once, saying its size
 reuseSuggestions   true                         answer from the last suggestion when the user typed
                                                 exactly what it proposed (no model call)
 midLineBlocks      false                        with code before the cursor and none after it, the
@@ -182,6 +185,7 @@ class ServerSettings:
     max_suffix_tokens: int = 128
     max_body_tokens: int = 256
     body_time_budget_ms: int | None = 30000
+    max_edit_tokens: int = 4096
     reuse_suggestions: bool = True
     # false since 2026-11-27 (thirty-third session): typing replay model-run p50 169 vs 211 ms
     # (FastCoder, one run), live typing the same latency (211 vs 215 ms where the model ran),
@@ -264,6 +268,7 @@ class ServerSettings:
             raise SettingsError(f"unknown method {self.method!r}; choose one of {', '.join(METHODS)}")
         positive_int("max_new_tokens")
         positive_int("max_body_tokens")
+        positive_int("max_edit_tokens")
         positive_int("max_prompt_tokens")
         positive_int("kv_cache_mb")
         if isinstance(self.max_suffix_tokens, bool) or not isinstance(self.max_suffix_tokens, int) or self.max_suffix_tokens < 0:

@@ -765,6 +765,25 @@ async def test_an_edit_that_does_not_end_is_not_applied(looping_edit_model_dir, 
         await client.stop()
 
 
+async def test_a_selection_over_max_edit_tokens_fails_at_once(client: LanguageClient, workspace):
+    """An edit reads the selection whole and writes it again: one over ``maxEditTokens``
+    fails before the model runs, saying how large it is."""
+    uri = (workspace / "edit_big.py").as_uri()
+    open_doc(client, uri, BODY)
+    end = _end_of(BODY, "    return result")
+    rng = {"start": {"line": 0, "character": 0}, "end": {"line": end.line, "character": end.character}}
+    generations = (await stats(client))["methods"].get("reuse", {}).get("generations", 0)
+    await configure(client, maxEditTokens=20)
+    try:
+        with pytest.raises(JsonRpcException) as err:
+            await client.workspace_execute_command_async(types.ExecuteCommandParams(
+                command="fastcoder.editSelection", arguments=[{"uri": uri, "range": rng, "instruction": "Use sum()."}]))  # fmt: skip
+    finally:
+        await configure(client, maxEditTokens=4096)
+    assert "over maxEditTokens (20); select less" in str(err.value)
+    assert (await stats(client))["methods"].get("reuse", {}).get("generations", 0) == generations  # the model never ran
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def edit_client(edit_model_dir, workspace):
     """A server whose model ends every edit (tests/conftest.py ``build_scripted_model``)."""
