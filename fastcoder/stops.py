@@ -445,6 +445,34 @@ def fence_line(*, check_first_line: bool) -> StopRule:
     return MatcherRule(lambda: _FenceLine(check_first_line))
 
 
+class _NextDefinition(_LineMatcher):
+    def __init__(self, start_indent: int, is_definition: Callable[[str], bool]) -> None:
+        super().__init__()
+        self.start_indent = start_indent
+        self.is_definition = is_definition
+        self.content_end: int | None = None  # where the last non-blank line ends
+        self.blank = False  # a blank line follows that line
+
+    def line_done(self, line: str) -> int | None:
+        if not line.strip():
+            self.blank = self.content_end is not None
+            return None
+        if self.blank and indent_of(line) == self.start_indent and self.is_definition(line):
+            return self.content_end
+        self.content_end, self.blank = self.length, False
+        return None
+
+
+def next_definition(start_indent: int, is_definition: Callable[[str], bool]) -> StopRule:
+    """Stop before a blank line that is followed by a definition at ``start_indent`` (the
+    cursor's indentation), after some code: one definition, or one group of fields, at a
+    time (an Enum's next members came with a ``__str__`` method below them, a dataclass
+    field with a method). ``is_definition(line)`` says whether a whole line starts a
+    definition (the caller knows the languages). The text is cut at the end of the last
+    line before the blank one."""
+    return MatcherRule(lambda: _NextDefinition(start_indent, is_definition))
+
+
 LOOP_LINES = 16
 """The longest block of lines :func:`loop` looks for written again and again."""
 LOOP_REPEATS = ((1, 4), (2, 3), (4, 2))

@@ -17,6 +17,9 @@ this module picks them for a cursor. Rules:
 * ``block`` mode, in addition: the output runs into the code below the cursor (a
   generated line equal to the next non-blank line of the document; a line of at most one
   word, such as ``}`` or ``end``, at its indentation too: :func:`fastcoder.stops.runs_into`);
+* ``block`` mode, indented: a blank line followed by a definition at the cursor's
+  indentation (:func:`starts_definition`) ends the suggestion before the blank line: one
+  method, or one group of fields, at a time (:func:`fastcoder.stops.next_definition`);
 * ``block`` mode and a bracket's contents, in a document without a Markdown code fence: a
   generated line that starts with one (:func:`fastcoder.stops.fence_line`);
 * every mode, unless turned off (``stopDegenerate``): a loop (a line written 4 times in a row, a block of 2-3 lines 3 times, of 4-16
@@ -35,7 +38,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from fastcoder.stops import (StopRule, any_of, block_end, control_chars, fence_line, first_line_unless_opener, indent_of,
-                             loop, opened_lines, runs_into)
+                             loop, next_definition, opened_lines, runs_into)
 
 TAB_WIDTH = 4
 LINE_COMMENTS = ("#", "//", "--", ";")
@@ -46,6 +49,28 @@ DOC_QUOTES = ('"""', "'''", "/*")
 def indent_width(line: str) -> int:
     """Width of the leading whitespace (tabs expanded to multiples of 4)."""
     return indent_of(line, TAB_WIDTH)
+
+
+DEFINITION_WORDS = frozenset((
+    "def", "defp", "async", "class", "function", "func", "fn", "fun", "impl", "struct", "enum", "interface", "trait",
+    "public", "private", "protected", "internal", "static", "override", "export", "local",
+))
+"""First words of a line that starts a definition (Python, JavaScript, Go, Rust, Kotlin,
+Swift, Java, C#, Elixir, Lua), besides a decorator or annotation (``@``) and a brace
+language's method (``name(...) {``)."""
+
+
+def starts_definition(line: str) -> bool:
+    """Whether ``line`` starts a definition: its first word is one of
+    :data:`DEFINITION_WORDS`, it is a decorator or annotation, or a method's signature that
+    opens its body (:func:`lsp_server.actions.brace_signature`)."""
+    from lsp_server.actions import brace_signature  # actions builds on this module
+
+    words = line.split(None, 2)
+    word = words[0].split("(", 1)[0] if words else ""
+    if word == "async":  # ``async def`` / ``async function``, not Python's ``async with`` / ``async for``
+        return len(words) > 1 and words[1] in ("def", "function", "fn")
+    return word.startswith("@") or word in DEFINITION_WORDS or brace_signature(line) is not None
 
 
 def first_nonblank(lines: Sequence[str]) -> str | None:
@@ -93,4 +118,6 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     stripped = line_prefix.strip()
     statement = stripped and not stripped.startswith(LINE_COMMENTS) and not any(q in stripped for q in DOC_QUOTES)
     one_line = first_line_unless_opener(line_prefix) if statement and not mid_line_blocks else None
-    return any_of(block_end(base), into, one_line, fence, *garbage)
+    # at top level a blank line ends the block already
+    one_definition = next_definition(base, starts_definition) if base else None
+    return any_of(block_end(base), into, one_line, fence, one_definition, *garbage)

@@ -185,3 +185,33 @@ def test_rows_without_letters_loop_unless_the_code_before_repeats_such_rows():
 
     assert make_stop_fn("block", "    ", rows=False)(rows) == len("(5, 3, 8),\n    (0, 0, 0),\n    (10, 10, 20),")
     assert make_stop_fn("block", "    ", rows=True)(rows) is None
+
+
+def test_a_blank_line_then_a_definition_at_the_cursors_indentation_ends_a_block():
+    """One method, or one group of fields, at a time: an Enum's next members came with a
+    ``__str__`` below them, a dataclass field with a method, a method with the next one."""
+    from lsp_server.stops import make_stop_fn, starts_definition
+
+    members = "BLUE = 3\n    WHITE = 5\n\n    def __str__(self):\n        return self.name"
+    assert members[: make_stop_fn("block", "    ")(members)] == "BLUE = 3\n    WHITE = 5"
+    field = "y: float\n\n    @property\n    def norm(self):\n        return 1"
+    assert field[: make_stop_fn("block", "    ")(field)] == "y: float"
+    method = "def load(self):\n        return 1\n\n    def save(self):\n        pass"
+    assert method[: make_stop_fn("block", "    ")(method)] == "def load(self):\n        return 1"
+    java = "return name;\n    }\n\n    public int age() {\n        return 0;"
+    assert java[: make_stop_fn("block", "        ")(java)] == "return name;"  # in a body: its dedent ends it first
+    members = "int x;\n    int y;\n\n    public int sum() {\n        return x + y;"
+    assert members[: make_stop_fn("block", "    ")(members)] == "int x;\n    int y;"
+    # paragraphs of statements go on; a nested def deeper than the cursor goes on
+    body = "x = 1\n\n    y = 2\n\n    return x"
+    assert make_stop_fn("block", "    ")(body) is None
+    nested = "def helper(v):\n        return v\n\n    return helper"
+    assert make_stop_fn("block", "    ")(nested) is None
+    assert make_stop_fn("block", "    ")("x = 1\n\n    async with lock:\n        y = 2") is None
+    # at top level a blank line ends the block anyway
+    assert make_stop_fn("block", "")("x = 1\n\ndef f():\n    pass") == len("x = 1")
+    for line in ("    def f(self):", "    async def f():", "    @property", "  render() {", "    fn fmt(&self) -> fmt::Result {",
+                 "    public String toString() {", "    export function f() {", "    class Inner:"):
+        assert starts_definition(line), line
+    for line in ("    x = 1", "    if (x) {", "    return self.name", "    async with lock:", "    for x in xs:", ""):
+        assert not starts_definition(line), line
