@@ -17,7 +17,7 @@ this module picks them for a cursor. Rules:
 * ``block`` mode, in addition: the output runs into the code below the cursor (a
   generated line equal to the next non-blank line of the document; a line of at most one
   word, such as ``}`` or ``end``, at its indentation too: :func:`fastcoder.stops.runs_into`);
-* ``block`` mode, indented: a blank line followed by a definition at the cursor's
+* ``block`` mode, indented (a completion, not a body): a blank line followed by a definition at the cursor's
   indentation (:func:`starts_definition`) ends the suggestion before the blank line: one
   method, or one group of fields, at a time (:func:`fastcoder.stops.next_definition`);
 * ``block`` mode and a bracket's contents, in a document without a Markdown code fence: a
@@ -82,7 +82,7 @@ def first_nonblank(lines: Sequence[str]) -> str | None:
 
 def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (), mid_line_blocks: bool = False,
                  opened: bool = False, fences: bool = False, degenerate: bool = True,
-                 closers: Mapping[str, int] | None = None, rows: bool = True) -> StopRule:
+                 closers: Mapping[str, int] | None = None, rows: bool = True, one_definition: bool = True) -> StopRule:
     """The stop rule for a completion whose cursor line starts with ``line_prefix``
     (a :class:`fastcoder.stops.StopRule`: the engine feeds it only the new text; called
     on a whole text it returns that text's cut).
@@ -104,7 +104,9 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     (:func:`fastcoder.stops.open_directives`): three nested ``#ifdef`` s may get three
     ``#endif`` s, not be cut to one as a loop. ``rows``: rows without letters written
     again are not a loop (the code before repeats such rows:
-    :func:`fastcoder.stops.repeats_rows`).
+    :func:`fastcoder.stops.repeats_rows`). ``one_definition``: a blank line and a
+    definition at the cursor's indentation end the block (a suggestion; a generated body
+    may hold a nested function after a blank line, and goes on).
     """
     base = indent_width(line_prefix)
     fence = None if fences else fence_line(check_first_line=not line_prefix.strip())
@@ -119,5 +121,5 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     statement = stripped and not stripped.startswith(LINE_COMMENTS) and not any(q in stripped for q in DOC_QUOTES)
     one_line = first_line_unless_opener(line_prefix) if statement and not mid_line_blocks else None
     # at top level a blank line ends the block already
-    one_definition = next_definition(base, starts_definition) if base else None
-    return any_of(block_end(base), into, one_line, fence, one_definition, *garbage)
+    definition = next_definition(base, starts_definition) if base and one_definition else None
+    return any_of(block_end(base), into, one_line, fence, definition, *garbage)

@@ -208,6 +208,9 @@ def test_a_blank_line_then_a_definition_at_the_cursors_indentation_ends_a_block(
     nested = "def helper(v):\n        return v\n\n    return helper"
     assert make_stop_fn("block", "    ")(nested) is None
     assert make_stop_fn("block", "    ")("x = 1\n\n    async with lock:\n        y = 2") is None
+    # a generated body may define a helper after a blank line
+    helper = "seen = set()\n\n    def visit(node):\n        seen.add(node)\n\n    visit(root)"
+    assert make_stop_fn("block", "    ", one_definition=False)(helper) is None
     # at top level a blank line ends the block anyway
     assert make_stop_fn("block", "")("x = 1\n\ndef f():\n    pass") == len("x = 1")
     for line in ("    def f(self):", "    async def f():", "    @property", "  render() {", "    fn fmt(&self) -> fmt::Result {",
