@@ -39,6 +39,7 @@ from typing import Mapping, Sequence
 
 from fastcoder.stops import (StopRule, any_of, block_end, control_chars, fence_line, first_line_unless_opener, indent_of,
                              loop, next_definition, opened_lines, runs_into)
+from lsp_server.signatures import brace_signature
 
 TAB_WIDTH = 4
 LINE_COMMENTS = ("#", "//", "--", ";")
@@ -63,9 +64,7 @@ language's method (``name(...) {``)."""
 def starts_definition(line: str) -> bool:
     """Whether ``line`` starts a definition: its first word is one of
     :data:`DEFINITION_WORDS`, it is a decorator or annotation, or a method's signature that
-    opens its body (:func:`lsp_server.actions.brace_signature`)."""
-    from lsp_server.actions import brace_signature  # actions builds on this module
-
+    opens its body (:func:`lsp_server.signatures.brace_signature`)."""
     words = line.split(None, 2)
     word = words[0].split("(", 1)[0] if words else ""
     if word == "async":  # ``async def`` / ``async function``, not Python's ``async with`` / ``async for``

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from lsprotocol import types
 from pygls.workspace import TextDocument
 
-from lsp_server.actions import brace_signature, find_stub, py_def
+from lsp_server.actions import find_stub
 from lsp_server.documents import (
     BadRequest,
     LspDocument,
@@ -28,6 +28,7 @@ from lsp_server.documents import (
 from lsp_server.prompt import encode
 from lsp_server.protocol import strict_converter
 from lsp_server.server import word_before
+from lsp_server.signatures import brace_signature, py_def
 from fastcoder_bench.lsp_client import StdioClient, frame, server_command
 
 # ============================================================================ 4. line breaks

@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
         engine.close()
     gen = res.generation
     share = accepted_share(gen, "reuse")
-    unfinished = None if res.finished else f"the edit did not end ({gen.stats.stop_reason} after {gen.stats.new_tokens} tokens): this is a cut piece of it"
+    unfinished = None if res.finished else (
+        f"the edit did not end ({gen.stats.stop_reason} after {gen.stats.new_tokens} tokens): this is a cut piece of it")
     if args.json:
         out: dict = {"text": res.text, "finished": res.finished}
         if args.compare_ar:
