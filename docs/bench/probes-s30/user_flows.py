@@ -41,7 +41,10 @@ Rust ``Display``, Java ``toString``, a ``@property``, JS ``reduce``, a dict comp
 shell loop, an f-string's message, a C ``case``, an HTML list item, after ``try``'s body) or
 18 (Python places typed every day: ``enumerate(|)``, ``__repr__``, keyword values, ``sorted``'s
 key, ``async with``, a dataclass field, an f-string's ``{|}``, a return annotation, after
-``np.``, an early exit, a generator, a method between two).
+``np.``, an early exit, a generator, a method between two) or 19 (other languages every day: a
+TS ``fetch``, JS ``filter(|)``, a TS interface, an Express handler, Go struct fields and
+loops, Rust ``Option`` and iterators, Java and C# bodies, a TSX return, ``new Promise(|)``,
+a Go map, a TS class's next method).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -348,7 +351,23 @@ BATCH_18 = [  # thirty-eighth session: Python places a user types every day
     ("kw.py", "python", "import requests\n\nresp = requests.get(url, timeout=|)\n"),
     ("classvar.py", "python", "class Cache:\n    def __init__(self):\n        self._data = {}\n\n    def get(self, key, default=None):\n        |\n\n    def set(self, key, value):\n        self._data[key] = value\n"),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18}[BATCH]
+BATCH_19 = [  # thirty-eighth session: everyday places in other languages
+    ("fetch.ts", "typescript", "export async function getUser(id: string): Promise<User> {\n  const res = await fetch(`/api/users/${id}`);\n  |\n}\n"),
+    ("arr.js", "javascript", "const users = [{ name: 'a', age: 3 }, { name: 'b', age: 5 }];\nconst adults = users.filter(|);\n"),
+    ("iface.ts", "typescript", "interface User {\n  id: string;\n  name: string;\n  |\n}\n"),
+    ("express.js", "javascript", "const express = require('express');\nconst app = express();\n\napp.get('/health', (req, res) => {\n  |\n});\n"),
+    ("struct.go", "go", "package main\n\ntype Config struct {\n\tHost string\n\tPort int\n\t|\n}\n"),
+    ("loop.go", "go", "package main\n\nfunc sum(xs []int) int {\n\ttotal := 0\n\tfor _, x := range xs {\n\t\t|\n\t}\n\treturn total\n}\n"),
+    ("opt.rs", "rust", "fn first_word(s: &str) -> Option<&str> {\n    |\n}\n"),
+    ("vec.rs", "rust", "fn main() {\n    let v = vec![1, 2, 3];\n    let doubled: Vec<i32> = v.iter().|;\n}\n"),
+    ("Main.java", "java", "import java.util.List;\n\npublic class Main {\n    public static int sum(List<Integer> xs) {\n        int total = 0;\n        |\n    }\n}\n"),
+    ("Prog.cs", "csharp", "using System;\n\nclass Program\n{\n    static void Main(string[] args)\n    {\n        |\n    }\n}\n"),
+    ("comp.tsx", "typescriptreact", "type Props = { title: string };\n\nexport function Header({ title }: Props) {\n  return |;\n}\n"),
+    ("promise.js", "javascript", "function sleep(ms) {\n  return new Promise(|);\n}\n"),
+    ("map.go", "go", "package main\n\nfunc count(words []string) map[string]int {\n\tcounts := make(map[string]int)\n\t|\n}\n"),
+    ("class.ts", "typescript", "export class Stack<T> {\n  private items: T[] = [];\n\n  push(item: T): void {\n    this.items.push(item);\n  }\n\n  |\n}\n"),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
