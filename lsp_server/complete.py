@@ -57,7 +57,7 @@ from lsp_server.context import ContextBuilder, ContextState, fs_path
 from lsp_server.fallback import ArPace
 from lsp_server.metrics import ServerMetrics
 from lsp_server.model_host import ModelHost
-from lsp_server.postprocess import cut_at_limit, document_indent_unit, finalize
+from lsp_server.postprocess import cut_at_limit, document_indent_unit, finalize, leaves_open
 from lsp_server.prompt import (
     CursorContext, Prompt, build_prompt, encode, fim_special_ids, place_context, plan_start, remember_window,
 )  # fmt: skip
@@ -791,4 +791,8 @@ class Completer:
         text = gen.text[len(heal) :]
         if gen.stats.stop_reason in ("time_budget", "max_new_tokens") and (ctx.mode == "block" or opened):
             text = cut_at_limit(text)
+        elif ctx.mode == "line" and not opened and gen.stats.stop_reason == "stop" and leaves_open(text):
+            # cut at its line break, the model meant to go on: ``(`` at ``return |;`` in TSX
+            # with the JSX to follow on lines of their own; a lone ``(`` is no suggestion
+            return "", gen.stats
         return finalize(text, ctx, indent_unit=unit, keep_whitespace=settings.keep_whitespace, language=doc.language_id), gen.stats

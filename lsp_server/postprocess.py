@@ -339,6 +339,15 @@ def drop_foreign_script(text: str, ctx: CursorContext) -> str:
     return "\n".join(kept)
 
 
+def leaves_open(line: str) -> bool:
+    """Whether ``line`` leaves a bracket it opened itself unclosed (``(`` at ``return |;``
+    in TSX, where the model went on to lay JSX out on the lines below): a one-line
+    suggestion cut at its line break would leave that bracket open."""
+    depth = BracketDepth()
+    depth.feed(line)
+    return depth.depth > 0
+
+
 def cut_at_limit(text: str) -> str:
     """A multi-line output that a limit cut (``maxNewTokens``, the time budget) ends
     mid-line, and maybe inside brackets it opened: its whole lines, back to the last line

@@ -206,6 +206,17 @@ def test_suffix_deduplication_in_line_mode():
     assert finalize("values)\n    return total", c) == "values"
 
 
+def test_a_line_that_leaves_a_bracket_open():
+    """``(`` at ``return |;`` in TSX, cut at its line break (the model went on to lay JSX
+    out on the lines below) was shown alone (thirty-eighth session's user flows): such a
+    one-line suggestion is dropped (lsp_server/complete.py). Brackets closed on the line,
+    in strings, or closed before they open do not count."""
+    from lsp_server.postprocess import leaves_open
+
+    assert leaves_open("(") and leaves_open("items.map(x =>") and leaves_open("a), g(h(")
+    assert not leaves_open("f(x)") and not leaves_open("'('") and not leaves_open("a, b)") and not leaves_open("")
+
+
 def test_a_one_line_suggestion_never_closes_what_the_code_right_of_the_cursor_closes():
     """``params=params)`` at ``requests.get(url, |timeout=5)`` (thirty-fifth session's user
     flows, qwen2.5-coder-0.5b) would leave ``params=params)timeout=5)``: nothing is shown. A
