@@ -20,7 +20,7 @@ from bisect import bisect_right
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from fastcoder.stops import FENCE, open_directives, repeats_rows
+from fastcoder.stops import FENCE
 from fastcoder.tokens import TokenInfo
 from lsp_server.postprocess import cut_at_limit, document_indent_unit, reindent
 from lsp_server.prompt import CursorContext, build_prompt
@@ -327,8 +327,7 @@ def generate_body(
         # a whole body: the typing-time rule that ends a statement at its line does not apply
         stop_fn=make_stop_fn("block", ctx.line_prefix, ctx.following_lines, mid_line_blocks=True,
                              fences=FENCE in text, degenerate=settings.stop_degenerate,
-                             closers=open_directives(ctx.prefix), rows=repeats_rows(ctx.prefix),
-                             one_definition=False).after(len(heal)),
+                             before=ctx.prefix, one_definition=False).after(len(heal)),
         cancel=cancel,
         first_allowed=prompt.allowed,
         on_step=on_step,

@@ -50,7 +50,7 @@ from typing import Any, Callable, Mapping
 
 from fastcoder.sources import weight_of
 from fastcoder.stats import GenStats
-from fastcoder.stops import FENCE, StopMatcher, StopRule, open_directives, repeats_rows
+from fastcoder.stops import FENCE, StopMatcher, StopRule
 from fastcoder.tokens import TokenInfo
 from lsp_server.buffers import OpenBuffers
 from lsp_server.context import ContextBuilder, ContextState, fs_path
@@ -707,8 +707,7 @@ class Completer:
         opened = bool(ctx.opened)  # line mode at ``request(|)``: its contents may take lines
         fences = FENCE in ctx.prefix or FENCE in ctx.suffix  # a Markdown document's, or a docstring's
         rules = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines, settings.mid_line_blocks, opened, fences,
-                             settings.stop_degenerate, open_directives(ctx.prefix) if settings.stop_degenerate else None,
-                             repeats_rows(ctx.prefix))  # fmt: skip
+                             settings.stop_degenerate, ctx.prefix)
         unit = document_indent_unit(ctx.prefix[-20000:] + ctx.suffix[:5000], doc.language_id)
         early_s = settings.early_answer_s if ctx.mode == "block" or opened else None
         t_start = time.perf_counter()

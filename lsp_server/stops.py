@@ -35,10 +35,10 @@ this module picks them for a cursor. Rules:
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Sequence
 
 from fastcoder.stops import (StopRule, any_of, block_end, control_chars, fence_line, first_line_unless_opener, indent_of,
-                             loop, next_definition, opened_lines, runs_into)
+                             loop, next_definition, open_directives, opened_lines, repeats_rows, runs_into)
 from lsp_server.signatures import brace_signature
 
 TAB_WIDTH = 4
@@ -81,7 +81,7 @@ def first_nonblank(lines: Sequence[str]) -> str | None:
 
 def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (), mid_line_blocks: bool = False,
                  opened: bool = False, fences: bool = False, degenerate: bool = True,
-                 closers: Mapping[str, int] | None = None, rows: bool = True, one_definition: bool = True) -> StopRule:
+                 before: str = "", one_definition: bool = True) -> StopRule:
     """The stop rule for a completion whose cursor line starts with ``line_prefix``
     (a :class:`fastcoder.stops.StopRule`: the engine feeds it only the new text; called
     on a whole text it returns that text's cut).
@@ -99,17 +99,17 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     ``fences``: the document holds a Markdown code fence (`````), so a generated one may
     be the document's own; without one, a generated fence line ends the suggestion.
     ``degenerate`` (the server's ``stopDegenerate``): loops and control characters end it.
-    ``closers``: the directives the code before the cursor left open
-    (:func:`fastcoder.stops.open_directives`): three nested ``#ifdef`` s may get three
-    ``#endif`` s, not be cut to one as a loop. ``rows``: rows without letters written
-    again are not a loop (the code before repeats such rows:
-    :func:`fastcoder.stops.repeats_rows`). ``one_definition``: a blank line and a
+    ``before``: the document's text before the cursor, which the loop rule reads: the
+    directives it left open (:func:`fastcoder.stops.open_directives`: three nested
+    ``#ifdef`` s may get three ``#endif`` s, not be cut to one as a loop), and whether it
+    repeats rows without letters itself (:func:`fastcoder.stops.repeats_rows`: else such
+    rows written again are a loop). ``one_definition``: a blank line and a
     definition at the cursor's indentation end the block (a suggestion; a generated body
     may hold a nested function after a blank line, and goes on).
     """
     base = indent_width(line_prefix)
     fence = None if fences else fence_line(check_first_line=not line_prefix.strip())
-    garbage = (loop(closers, rows=rows), control_chars()) if degenerate else ()
+    garbage = (loop(open_directives(before), rows=repeats_rows(before)), control_chars()) if degenerate else ()
     if mode == "line":
         if opened:
             return any_of(opened_lines(), block_end(base), fence, *garbage)

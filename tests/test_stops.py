@@ -110,7 +110,7 @@ def test_closers_are_kept_as_often_as_the_code_before_left_open():
     # the server's completions and bodies count the document's directives before the cursor
     from lsp_server.stops import make_stop_fn
 
-    rule = make_stop_fn("block", "", closers={"#endif": 3})
+    rule = make_stop_fn("block", "", before="#ifdef A\n#ifdef B\n#ifdef C\nint x;\n")
     assert rule("#endif\n" * 3 + "#endif\n" * 5) == len("#endif\n" * 3) - 1
 
 
@@ -183,8 +183,10 @@ def test_rows_without_letters_loop_unless_the_code_before_repeats_such_rows():
     # the server's completions: a grid goes on, parametrize rows loop
     from lsp_server.stops import make_stop_fn
 
-    assert make_stop_fn("block", "    ", rows=False)(rows) == len("(5, 3, 8),\n    (0, 0, 0),\n    (10, 10, 20),")
-    assert make_stop_fn("block", "    ", rows=True)(rows) is None
+    cases = "CASES = [\n    (1, 2, 3),\n    (2, 3, 5),\n    "
+    grid = "GRID = [\n    [0, 0, 0, 0],\n    [0, 0, 0, 0],\n    "
+    assert make_stop_fn("block", "    ", before=cases)(rows) == len("(5, 3, 8),\n    (0, 0, 0),\n    (10, 10, 20),")
+    assert make_stop_fn("block", "    ", before=grid)(rows) is None
 
 
 def test_a_blank_line_then_a_definition_at_the_cursors_indentation_ends_a_block():
