@@ -285,6 +285,20 @@ def finish_body(generated: str, stub: Stub, truncated: bool) -> str:
     return stub.lead + body + stub.tail
 
 
+BODY_LIMITS = {"max_new_tokens": "maxBodyTokens", "time_budget": "bodyTimeBudgetMs"}
+"""The stop reasons of a body that a limit cut, and the setting each comes from."""
+
+
+def cut_body_message(name: str, reason: str, settings: Any) -> str:
+    """What the user is told when a limit cut the body of ``name()`` (:data:`BODY_LIMITS`):
+    the body was written up to its last whole line, the rest is missing."""
+    if reason == "max_new_tokens":
+        what = f"{settings.max_body_tokens} tokens (maxBodyTokens)"
+    else:
+        what = f"{(settings.body_time_budget_ms or 0) / 1000:g} s (bodyTimeBudgetMs)"
+    return f"FastCoder: the body of {name}() was cut at {what}: its whole lines so far were inserted; it may be incomplete"
+
+
 def generate_body(
     engine: Any,
     fim: Any,

@@ -57,7 +57,7 @@ from lsp_server.context import ContextBuilder, ContextState, fs_path
 from lsp_server.fallback import ArPace
 from lsp_server.metrics import ServerMetrics
 from lsp_server.model_host import ModelHost
-from lsp_server.postprocess import cut_at_limit, document_indent_unit, finalize, leaves_open
+from lsp_server.postprocess import cut_at_limit, document_indent_unit, finalize, leaves_open, whole_sentences
 from lsp_server.prompt import (
     CursorContext, Prompt, build_prompt, encode, fim_special_ids, place_context, plan_start, remember_window,
 )  # fmt: skip
@@ -705,11 +705,12 @@ class Completer:
         context_ids = context.ids if context is not None else []
         heal = prompt.heal  # the output starts with it; the suggestion is what follows
         opened = bool(ctx.opened)  # line mode at ``request(|)``: its contents may take lines
+        multi_line = opened or bool(ctx.docstring)  # ... and at ``"""|"""``
         fences = FENCE in ctx.prefix or FENCE in ctx.suffix  # a Markdown document's, or a docstring's
         rules = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines, settings.mid_line_blocks, opened, fences,
-                             settings.stop_degenerate, ctx.prefix)
+                             settings.stop_degenerate, ctx.prefix, docstring=ctx.docstring)
         unit = document_indent_unit(ctx.prefix[-20000:] + ctx.suffix[:5000], doc.language_id)
-        early_s = settings.early_answer_s if ctx.mode == "block" or opened else None
+        early_s = settings.early_answer_s if ctx.mode == "block" or multi_line else None
         t_start = time.perf_counter()
         published = False
         answered_at: list[float] = []  # when the early answer went out
@@ -788,9 +789,9 @@ class Completer:
         if gen.cancelled:
             return None, gen.stats
         text = gen.text[len(heal) :]
-        if gen.stats.stop_reason in ("time_budget", "max_new_tokens") and (ctx.mode == "block" or opened):
-            text = cut_at_limit(text)
-        elif ctx.mode == "line" and not opened and gen.stats.stop_reason == "stop" and leaves_open(text):
+        if gen.stats.stop_reason in ("time_budget", "max_new_tokens") and (ctx.mode == "block" or multi_line):
+            text = whole_sentences(cut_at_limit(text)) if ctx.docstring else cut_at_limit(text)
+        elif ctx.mode == "line" and not multi_line and gen.stats.stop_reason == "stop" and leaves_open(text):
             # cut at its line break, the model meant to go on: ``(`` at ``return |;`` in TSX
             # with the JSX to follow on lines of their own; a lone ``(`` is no suggestion
             return "", gen.stats

@@ -126,6 +126,47 @@ def opened_body(text: str, ctx: CursorContext) -> str | None:
     return "\n" + "\n".join(lines) + ("" if tail is None else "\n" + tail)
 
 
+def docstring_body(text: str, ctx: CursorContext) -> str:
+    """In a triple-quoted string the cursor's line opened, its closer right of the cursor
+    (:attr:`CursorContext.docstring`), the suggestion for ``text``: the string's text up
+    to the closer the model wrote (the stop rule ends the output before it), or its whole
+    lines when a limit cut it first (without a last section header, ``Returns:``, whose
+    text it cut). One line stays one line (``Return the mean.``). Over
+    several lines it ends with a line break and the cursor line's indentation, so that the
+    closer already there lands on a line of its own (PEP 257; the model's own layout,
+    ``\n    Parse a duration...\n    ``), and lines indented past the cursor line all
+    alike (a module docstring written at 4 spaces) come back to its indentation; a blank
+    line inside has that indentation too. "" when there is no text."""
+    lines = [ln.rstrip() for ln in text.split("\n")]
+    while len(lines) > 1 and (not lines[-1].strip() or lines[-1].endswith(":")):
+        lines.pop()  # the closer's line, blank lines before it; a section a limit cut (``Returns:``)
+    if len(lines) == 1:
+        return lines[0]
+    if not any(ln.strip() for ln in lines):
+        return ""
+    widths = [indent_width(ln) for ln in lines[1:] if ln.strip()]
+    extra = min(widths) - indent_width(ctx.indent) if widths else 0
+    if extra > 0:  # (in spaces: finalize reindents in the document's unit)
+        lines[1:] = [" " * (indent_width(ln) - extra) + ln.lstrip(" \t") if ln.strip() else "" for ln in lines[1:]]
+    # a blank line inside keeps the indentation (as the model writes it): the lines answered
+    # early end with it too, and must stay the start of the whole answer
+    return "\n".join([lines[0]] + [ln or ctx.indent for ln in lines[1:]] + [ctx.indent])
+
+
+SENTENCE_ENDS = tuple(".!?")
+
+
+def whole_sentences(text: str) -> str:
+    """A docstring's lines that a limit cut (:func:`cut_at_limit`'s whole lines): up to the
+    last line that ends a sentence, so that it does not stop mid-sentence (``it is a
+    TypeError to attempt``); all of them when none does."""
+    lines = text.split("\n")
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].rstrip().endswith(SENTENCE_ENDS):
+            return "\n".join(lines[: i + 1])
+    return text
+
+
 def bracket_balance(code: str) -> tuple[int, int, bool]:
     """(closers, openers, in a string): how many closing brackets of ``code`` close what it
     did not open itself, how many of its opening brackets it leaves open (brackets in
@@ -389,6 +430,8 @@ def finalize(text: str, ctx: CursorContext, *, indent_unit: str | None = None, k
         text = text.lstrip("\n")[len(ctx.line_prefix) :]
     text = drop_foreign_script(text, ctx)
     body = opened_body(text, ctx) if ctx.mode == "line" and ctx.opened else None
+    if body is None and ctx.mode == "line" and ctx.docstring:
+        body = docstring_body(text, ctx)
     if body is not None:
         text = reindent(body, indent_unit) if indent_unit is not None and body else body
     elif ctx.mode == "line":

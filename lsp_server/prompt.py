@@ -73,6 +73,10 @@ DEFAULT_LAYOUT = "anchored"
 AUTO_CLOSERS = set(")]}\"'`")
 """What an editor puts right of the cursor by itself after an opener (auto-closed brackets and
 quotes); the prompt, the remembered answers and post-processing all go by it."""
+DOC_STRING_QUOTES = ('"""', "'''")
+"""The triple quotes of docstrings (:attr:`CursorContext.docstring`)."""
+DOCSTRING_LINES = 50
+"""How far up :attr:`CursorContext.docstring` looks for the opener of the string the cursor is in."""
 
 LINE_SCAN_CHARS = 4000
 """How much of the cursor's line, each side of the cursor, the bracket scans read (a
@@ -129,6 +133,33 @@ class CursorContext:
         line = BracketDepth()
         line.feed(self.line_prefix[-LINE_SCAN_CHARS:])
         return "" if line.quote else rest  # not an f-string's ``{|}``: that stays one line
+
+    @property
+    def docstring(self) -> str:
+        '''The triple quote of a triple-quoted string the cursor is in, whose closer starts
+        the rest of the cursor's line (only closers and ``;:,`` after it), and whose opener
+        is the only such quote on the nearest line at or above the cursor that holds one
+        (at most :data:`DOCSTRING_LINES` lines up): ``"""|"""`` as Pylance leaves it in
+        VS Code, ``"""Return the |"""``, ``dedent("""|""")``, the closer moved down by
+        Enter or by an accepted line, or the same with single quotes. Else "". The
+        suggestion there is the string's text up to the closer the model writes, on lines
+        of their own when the model lays it out so
+        (:func:`lsp_server.postprocess.docstring_body`), not its first line alone (a
+        docstring the model laid out on lines was no suggestion at all).'''
+        rest = self.line_suffix.strip()
+        for quote in DOC_STRING_QUOTES:
+            if not rest.startswith(quote) or any(c not in AUTO_CLOSERS and c not in ";:, \t" for c in rest[3:]):
+                continue
+            end = len(self.prefix)
+            for _ in range(DOCSTRING_LINES):
+                start = self.prefix.rfind("\n", 0, end) + 1
+                line = self.prefix[max(start, end - LINE_SCAN_CHARS) : end]
+                if quote in line:  # the opener, once, outside a comment
+                    return quote if line.count(quote) == 1 and "#" not in line[: line.find(quote)] else ""
+                if start == 0:
+                    break
+                end = start - 1
+        return ""
 
     @property
     def indent(self) -> str:

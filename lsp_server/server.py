@@ -522,13 +522,21 @@ async def resolve_code_action(ls: FastCoderServer, action: types.CodeAction) -> 
     lines = head.count("\n")
     seen = dataclasses.replace(stub, start=stub.start + len(head), end=stub.end + len(head),
                                def_line=stub.def_line + lines, last_line=stub.last_line + lines)  # fmt: skip
-    action.edit = await generate_replacement(
-        ls, doc, stub.start, stub.end, kind="body", nothing=f"the model proposed no body for {stub.name}()",
-        produce=lambda engine, loaded, cancel, between: actions.generate_body(
+    limit: list[str] = []  # what cut the body, if anything did
+
+    def produce(engine: Any, loaded: Any, cancel: threading.Event, between: Callable[..., None]) -> tuple[str, Any]:
+        body, gen = actions.generate_body(
             engine, loaded.fim, head + text + tail, seen, settings, sources=ls.index.sources() if ls.index is not None else None,
             cancel=cancel, gate_parent=ls.registry.gate, language=doc.language_id, on_step=between,
-        ),
-    )  # fmt: skip
+        )  # fmt: skip
+        if body.strip() and gen.stats.stop_reason in actions.BODY_LIMITS:
+            limit.append(gen.stats.stop_reason)
+        return body, gen
+
+    action.edit = await generate_replacement(ls, doc, stub.start, stub.end, kind="body",
+                                             nothing=f"the model proposed no body for {stub.name}()", produce=produce)  # fmt: skip
+    if limit:  # the body is applied (whole lines, no bracket left open), and the user told it is not whole
+        ls.window_show_message(types.ShowMessageParams(types.MessageType.Warning, actions.cut_body_message(stub.name, limit[0], settings)))
     return action
 
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fastcoder.stops import (StopRule, any_of, block_end, control_chars, fence_line, first_line_unless_opener, indent_of,
+from fastcoder.stops import (StopRule, StopStrings, any_of, block_end, control_chars, fence_line, first_line_unless_opener, indent_of,
                              loop, next_definition, open_directives, opened_lines, repeats_rows, runs_into)
 from lsp_server.signatures import brace_signature
 
@@ -81,7 +81,7 @@ def first_nonblank(lines: Sequence[str]) -> str | None:
 
 def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (), mid_line_blocks: bool = False,
                  opened: bool = False, fences: bool = False, degenerate: bool = True,
-                 before: str = "", one_definition: bool = True) -> StopRule:
+                 before: str = "", one_definition: bool = True, docstring: str = "") -> StopRule:
     """The stop rule for a completion whose cursor line starts with ``line_prefix``
     (a :class:`fastcoder.stops.StopRule`: the engine feeds it only the new text; called
     on a whole text it returns that text's cut).
@@ -105,7 +105,10 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     repeats rows without letters itself (:func:`fastcoder.stops.repeats_rows`: else such
     rows written again are a loop). ``one_definition``: a blank line and a
     definition at the cursor's indentation end the block (a suggestion; a generated body
-    may hold a nested function after a blank line, and goes on).
+    may hold a nested function after a blank line, and goes on). ``docstring`` (line
+    mode): the triple quote of the string the cursor's line opened, whose closer starts
+    the rest of the line (:attr:`lsp_server.prompt.CursorContext.docstring`): the output
+    runs on over lines to the closer it writes, and ends before it.
     """
     base = indent_width(line_prefix)
     fence = None if fences else fence_line(check_first_line=not line_prefix.strip())
@@ -113,6 +116,8 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     if mode == "line":
         if opened:
             return any_of(opened_lines(), block_end(base), fence, *garbage)
+        if docstring:  # (at top level a blank line is a paragraph's end, not the block's)
+            return any_of(StopStrings([docstring]), block_end(base) if base else None, fence, *garbage)
         return any_of(block_end(base, single_line=True), *garbage)
     # when only indentation precedes the cursor, the first line is a whole line too
     into = runs_into(first_nonblank(following_lines), check_first_line=not line_prefix.strip(), first_indent=base)

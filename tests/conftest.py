@@ -142,6 +142,33 @@ def looping_edit_model_dir(tmp_path_factory, tiny_tokenizer):
     return path
 
 
+DOCSTRING = 'def mean(xs):\n    """"""\n    return sum(xs) / len(xs)\n'
+"""A document with an empty docstring, the cursor to go between its triple quotes."""
+DOCSTRING_ANSWER = "\n    Return the mean.\n"
+"""What the scripted docstring model (``docstring_model_dir``) writes there, on lines of
+its own, then the end of text."""
+
+
+@pytest.fixture(scope="session")
+def docstring_model_dir(tmp_path_factory, tiny_tokenizer):
+    """A local HF folder of a tiny model that, at :data:`DOCSTRING`'s ``\"\"\"|\"\"\"``,
+    writes :data:`DOCSTRING_ANSWER` after the opener token healing takes back: the last
+    token of that completion's prompt is the cursor line's indentation."""
+    from fastcoder.models.load import detect_fim
+    from fastcoder.tokens import TokenInfo
+    from lsp_server.prompt import CursorContext, build_prompt
+
+    cursor = DOCSTRING.index('"""') + 3
+    ctx = CursorContext(DOCSTRING[:cursor], DOCSTRING[cursor:])
+    prompt = build_prompt(tiny_tokenizer, detect_fim(tiny_tokenizer), ctx, 2048, layout="anchored",
+                          info=TokenInfo.for_tokenizer(tiny_tokenizer))  # fmt: skip
+    after = tiny_tokenizer.decode(prompt.ids[-1:])
+    path = tmp_path_factory.mktemp("tiny-qwen2-docstring")
+    build_scripted_model(tiny_tokenizer, after, prompt.heal + DOCSTRING_ANSWER).save_pretrained(path)
+    tiny_tokenizer.save_pretrained(path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
     return build_tokenizer()

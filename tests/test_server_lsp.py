@@ -19,7 +19,7 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient
 from transformers import AutoTokenizer
 
-from conftest import EDIT_ANSWER
+from conftest import DOCSTRING, DOCSTRING_ANSWER, EDIT_ANSWER, build_scripted_model
 
 STATUS = "fastcoder/status"
 
@@ -189,6 +189,43 @@ async def client(tiny_model_dir, workspace):
     await client.stop()
 
 
+LONG_BODY_DOC = BODY + "\n\ndef compute(items, key=None):\n    pass\n"
+"""A stub whose body :func:`body_client`'s model writes until ``maxBodyTokens``."""
+
+
+@pytest.fixture(scope="module")
+def looping_body_model_dir(tmp_path_factory, tiny_tokenizer):
+    """A tiny model (tests/conftest.py ``build_scripted_model``) that writes
+    ``total = sum(xs)`` lines forever as the body of :data:`LONG_BODY_DOC`'s stub: a body
+    that runs until its token cap whatever CPU computes it (the random model's body of
+    that stub ran ~800 tokens on one CPU and a few on another, which the tests below need
+    it not to)."""
+    from fastcoder.models.load import detect_fim
+    from fastcoder.tokens import TokenInfo
+    from lsp_server import actions
+    from lsp_server.prompt import CursorContext, build_prompt
+
+    stub = actions.find_stub(LONG_BODY_DOC, LONG_BODY_DOC.count("\n") - 1, "python")
+    ctx = CursorContext(*actions.body_prompt_context(LONG_BODY_DOC, stub))
+    prompt = build_prompt(tiny_tokenizer, detect_fim(tiny_tokenizer), ctx, 2048, max_suffix_tokens=None,
+                          layout="anchored", info=TokenInfo.for_tokenizer(tiny_tokenizer))  # fmt: skip
+    path = tmp_path_factory.mktemp("tiny-qwen2-body-loop")
+    build_scripted_model(tiny_tokenizer, tiny_tokenizer.decode(prompt.ids[-1:]), prompt.heal + "total = sum(xs)\n   ",
+                         again=True).save_pretrained(path)  # fmt: skip
+    tiny_tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def body_client(looping_body_model_dir, workspace):
+    """A server whose body of :data:`LONG_BODY_DOC`'s stub runs to ``maxBodyTokens``."""
+    client = await start_client(looping_body_model_dir, workspace, {"commonIndex": False, "workspaceIndex": False})
+    await wait_ready(client)
+    yield client
+    await client.shutdown_session()
+    await client.stop()
+
+
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
@@ -317,13 +354,13 @@ async def test_code_action_on_stub_function_resolves_to_an_edit(client: Language
     assert edit.new_text.startswith("    ") and edit.new_text.strip()
 
 
-async def test_a_body_generated_while_the_user_edits_elsewhere_goes_where_the_stub_went(client: LanguageClient, workspace):
+async def test_a_body_generated_while_the_user_edits_elsewhere_goes_where_the_stub_went(body_client: LanguageClient, workspace):
     """A line typed above the stub while its body is generated moves the stub: the edit
     goes where the stub is now, for the document's new version (it used to fail the
     request: "the document changed while the body was generated")."""
+    client = body_client
     uri = (workspace / "moving.py").as_uri()
-    # a stub whose body the tiny model writes for ~800 tokens: time to type meanwhile
-    text = BODY + "\n\ndef compute(items, key=None):\n    pass\n"
+    text = LONG_BODY_DOC  # a body written to its token cap: time to type meanwhile
     open_doc(client, uri, text)
     doc_id = types.TextDocumentIdentifier(uri=uri)
     pos = types.Position(line=text.count("\n") - 1, character=0)  # the stub's `    pass`
@@ -373,13 +410,38 @@ async def test_a_stub_listed_then_moved_by_lines_typed_above_still_resolves(clie
     assert "no stub stub_two() any more" in str(err.value)
 
 
-async def test_a_completion_asked_while_a_body_is_generated_is_answered_between_its_steps(client: LanguageClient, workspace):
+async def test_a_body_cut_by_its_token_cap_is_inserted_and_the_user_told(body_client: LanguageClient, workspace):
+    """A body that ``maxBodyTokens`` cut is inserted as its whole lines so far, and a
+    warning (``window/showMessage``) says it was cut and may be incomplete (it was inserted
+    silently)."""
+    client = body_client
+    uri = (workspace / "capped.py").as_uri()
+    open_doc(client, uri, LONG_BODY_DOC)
+    pos = types.Position(line=LONG_BODY_DOC.count("\n") - 1, character=0)
+    await configure(client, maxBodyTokens=24, stopDegenerate=False)
+    try:
+        seen = len(client.messages)
+        (offered,) = await client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=pos, end=pos),
+            context=types.CodeActionContext(diagnostics=[])))  # fmt: skip
+        (change,) = (await client.code_action_resolve_async(offered)).edit.document_changes
+        (edit,) = change.edits
+        assert edit.new_text.strip().startswith("total = sum(xs)")
+        await stats(client)  # a round trip: the warning, sent before the answer, has arrived
+        (warning,) = client.messages[seen:]
+        assert warning.type == types.MessageType.Warning
+        assert "the body of compute() was cut at 24 tokens (maxBodyTokens)" in warning.message
+    finally:
+        await configure(client, maxBodyTokens=256, stopDegenerate=True)
+
+
+async def test_a_completion_asked_while_a_body_is_generated_is_answered_between_its_steps(body_client: LanguageClient, workspace):
     """The body runs on the one model thread; a completion asked meanwhile in another file
     is answered between the body's steps, before the body (it waited for the whole body:
     4.2-4.6 s with the real model)."""
+    client = body_client
     uri, other = (workspace / "slow_body.py").as_uri(), (workspace / "typing.py").as_uri()
-    # a stub whose body the tiny model writes for ~800 tokens (found by trying a few)
-    text = BODY + "\n\ndef compute(items, key=None):\n    pass\n"
+    text = LONG_BODY_DOC  # a body written to its token cap
     open_doc(client, uri, text)
     open_doc(client, other, BODY)
     pos = _find(text, "def compute")
@@ -929,26 +991,45 @@ async def test_open_buffers_stay_in_the_index_when_it_is_reopened_for_a_new_fold
         await client.stop()
 
 
-async def test_before_the_model_is_ready_requests_get_empty_results_and_model_change_reloads(tiny_model_dir, tmp_path):
+async def test_before_the_model_is_ready_requests_get_empty_results_and_model_change_reloads(looping_body_model_dir, tmp_path):
+    """The model loads in the background (statuses loading, then ready); a model setting
+    changed loads it again, and the completions asked until it is ready answer empty at
+    once. The reload waits here behind a long body on the model thread, so the request
+    surely comes while it loads (asked right after the start instead, a model that loaded
+    in a few hundred milliseconds was now and then ready first)."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    client = await start_client(tiny_model_dir, ws, {"commonIndex": False, "workspaceIndex": False})
+    client = await start_client(looping_body_model_dir, ws, {"commonIndex": False, "workspaceIndex": False,
+                                                             "maxBodyTokens": 1000, "bodyTimeBudgetMs": 0,
+                                                             "stopDegenerate": False})  # fmt: skip
     try:
         uri = (ws / "early.py").as_uri()
-        open_doc(client, uri, BODY)
-        pos = _end_of(BODY, "    config = read_config(sys.argv[1])")
-        early = await client.text_document_inline_completion_async(inline_params(uri, pos))
-        assert list(early.items) == []
-        assert (await stats(client))["model"]["state"] in ("loading", "idle")
+        open_doc(client, uri, LONG_BODY_DOC)
+        pos = _end_of(LONG_BODY_DOC, "    config = read_config(sys.argv[1])")
         await wait_ready(client)
         states = [s for s, _, _ in client.statuses]  # type: ignore[attr-defined]
         assert states[0] == "loading" and states[-1] == "ready"
         info = await stats(client)
         assert info["index"]["problems"]["D_r"].startswith("turned off")
 
-        # a model setting changes: the model is loaded again in the background
+        stub = types.Position(line=LONG_BODY_DOC.count("\n") - 1, character=0)
+        (offered,) = await client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=stub, end=stub),
+            context=types.CodeActionContext(diagnostics=[])))  # fmt: skip
+        body = asyncio.ensure_future(client.code_action_resolve_async(offered))
+        for _ in range(500):
+            busy = (await stats(client))["model"]["busy"]
+            if busy and busy["task"] == f"body {uri}":
+                break
+        else:
+            raise AssertionError("the body was never seen running")
+        # a model setting changes: the model is loaded again, after the body
         seen = len(client.statuses)  # type: ignore[attr-defined]
         await configure(client, dtype="bfloat16")
+        early = await client.text_document_inline_completion_async(inline_params(uri, pos))
+        assert list(early.items) == []
+        assert (await stats(client))["model"]["state"] == "loading"
+        await body
         await wait_ready(client)
         later = [s for s, _, _ in client.statuses[seen:]]  # type: ignore[attr-defined]
         assert "loading" in later and later[-1] == "ready"
@@ -1692,6 +1773,26 @@ async def test_ar_fallback_weighs_an_early_answered_block_up_to_its_answer(tiny_
         early = info["lastEarly"]  # what the last early answer waited for in the engine
         assert early["seq"] >= n - 1 and early["method"] == "fastcoder" and early["forwardSteps"] >= 1, early
         assert 0 < early["engineMs"] and early["tokens"] >= early["forwardSteps"], early
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+
+
+async def test_a_docstring_between_auto_closed_triple_quotes_takes_lines(docstring_model_dir, workspace):
+    """At ``\"\"\"|\"\"\"`` the model writes the docstring on lines of its own (a scripted
+    model: tests/conftest.py ``docstring_model_dir``): the suggestion is those lines, ending
+    at the cursor line's indentation so that the closer right of the cursor goes below them;
+    before, the line rule cut it at its first line break and nothing was shown."""
+    client = await start_client(docstring_model_dir, workspace, {"commonIndex": False, "workspaceIndex": False,
+                                                                 "debounceMs": 0, "prefetch": False})  # fmt: skip
+    try:
+        await wait_ready(client)
+        uri = (workspace / "doc.py").as_uri()
+        open_doc(client, uri, DOCSTRING)
+        cursor = _end_of(DOCSTRING, '    """')
+        answer = await client.text_document_inline_completion_async(inline_params(uri, cursor))
+        items = answer.items if isinstance(answer, types.InlineCompletionList) else answer
+        assert [i.insert_text for i in items] == [DOCSTRING_ANSWER + "    "]
     finally:
         await client.shutdown_session()
         await client.stop()

@@ -44,7 +44,11 @@ key, ``async with``, a dataclass field, an f-string's ``{|}``, a return annotati
 ``np.``, an early exit, a generator, a method between two) or 19 (other languages every day: a
 TS ``fetch``, JS ``filter(|)``, a TS interface, an Express handler, Go struct fields and
 loops, Rust ``Option`` and iterators, Java and C# bodies, a TSX return, ``new Promise(|)``,
-a Go map, a TS class's next method).
+a Go map, a TS class's next method) or 20 (thirty-ninth session: ``requirements.txt``,
+``package.json``, a Kubernetes manifest, Jest and unittest asserts, pandas, Rust and Go tests, a C
+include guard, an ``__init__``'s assignments, a class docstring, a comment's words, an HTML
+``head``, Kotlin) or 21 (a docstring between auto-closed triple quotes: a class, functions and
+methods, a dataclass, a module).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -367,7 +371,35 @@ BATCH_19 = [  # thirty-eighth session: everyday places in other languages
     ("map.go", "go", "package main\n\nfunc count(words []string) map[string]int {\n\tcounts := make(map[string]int)\n\t|\n}\n"),
     ("class.ts", "typescript", "export class Stack<T> {\n  private items: T[] = [];\n\n  push(item: T): void {\n    this.items.push(item);\n  }\n\n  |\n}\n"),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19}[BATCH]
+BATCH_20 = [  # thirty-ninth session: tests, configuration files, headers and prose
+    ("requirements.txt", "pip-requirements", "requests==2.31.0\nnumpy==1.26.4\n|\n"),
+    ("package.json", "json", "{\n  \"name\": \"app\",\n  \"dependencies\": {\n    \"express\": \"^4.18.2\",\n    |\n  }\n}\n"),
+    ("deploy.yaml", "yaml", "apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n        - name: web\n          image: |\n"),
+    ("add.test.js", "javascript", "const add = require('./add');\n\ntest('adds 1 + 2 to equal 3', () => {\n  expect(add(1, 2)).|;\n});\n"),
+    ("test_calc.py", "python", "import unittest\n\nfrom calc import add\n\n\nclass TestAdd(unittest.TestCase):\n    def test_small(self):\n        self.|\n"),
+    ("frame.py", "python", "import pandas as pd\n\ndf = pd.read_csv(\"people.csv\")\nadults = df[df[\"age\"] >= 18]\nby_city = adults.groupby(|)\n"),
+    ("lib.rs", "rust", "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n\n    #[test]\n    fn adds() {\n        |\n    }\n}\n"),
+    ("add_test.go", "go", "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\t|\n}\n"),
+    ("util.h", "c", "#ifndef UTIL_H\n#define UTIL_H\n\n|\n\n#endif\n"),
+    ("server.py", "python", "class Server:\n    def __init__(self, host, port, timeout):\n        |\n"),
+    ("doc.py", "python", "class RateLimiter:\n    \"\"\"|\"\"\"\n\n    def __init__(self, rate: float, burst: int):\n        self.rate = rate\n        self.burst = burst\n"),
+    ("comment.py", "python", "def mean(xs):\n    # Compute the |\n    return sum(xs) / len(xs)\n"),
+    ("index.html", "html", "<!DOCTYPE html>\n<html>\n<head>\n  <meta charset=\"utf-8\">\n  |\n</head>\n<body></body>\n</html>\n"),
+    ("User.kt", "kotlin", "data class User(val id: Int, val name: String)\n\nfun main() {\n    val users = listOf(User(1, \"a\"), User(2, \"b\"))\n    |\n}\n"),
+]
+BATCH_21 = [  # thirty-ninth session: a docstring between auto-closed triple quotes, in short files
+    ('s1.py', 'python', 'class RateLimiter:\n    """|"""\n\n    def __init__(self, rate: float, burst: int):\n        self.rate = rate\n        self.burst = burst\n'),
+    ('s2.py', 'python', 'import os\n\n\ndef read_config(path: str, default: Optional[dict] = None) -> dict:\n    """|"""\n    if not os.path.exists(path):\n        return default or {}\n    with open(path) as f:\n        return json.load(f)\n'),
+    ('s3.py', 'python', 'class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n        """|"""\n        self.items.append(item)\n'),
+    ('s4.py', 'python', 'def parse_duration(text: str) -> int:\n    """|"""\n    total = 0\n    for part in text.split():\n        total += int(part[:-1]) * {\'h\': 3600, \'m\': 60, \'s\': 1}[part[-1]]\n    return total\n'),
+    ('s5.py', 'python', 'import hashlib\n\n\ndef file_digest(path, chunk=65536):\n    """|"""\n    h = hashlib.sha256()\n    with open(path, \'rb\') as f:\n        for block in iter(lambda: f.read(chunk), b\'\'):\n            h.update(block)\n    return h.hexdigest()\n'),
+    ('s6.py', 'python', 'from dataclasses import dataclass\n\n\n@dataclass\nclass Point:\n    """|"""\n\n    x: float\n    y: float\n'),
+    ('s7.py', 'python', 'def is_palindrome(s: str) -> bool:\n    """|"""\n    s = \'\'.join(c.lower() for c in s if c.isalnum())\n    return s == s[::-1]\n'),
+    ('s8.py', 'python', 'class Cache:\n    def __init__(self, size):\n        self.size = size\n        self.data = {}\n\n    def get(self, key, default=None):\n        """|"""\n        return self.data.get(key, default)\n'),
+    ('s9.py', 'python', '"""|"""\nimport sys\n\n\ndef main(argv):\n    print(argv)\n'),
+    ('s10.py', 'python', 'async def fetch_all(session, urls):\n    """|"""\n    return await asyncio.gather(*(session.get(u) for u in urls))\n'),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
