@@ -536,7 +536,7 @@ def test_a_multi_line_output_cut_by_a_limit_leaves_no_bracket_open():
 
 def test_a_docstring_between_auto_closed_triple_quotes_may_take_lines():
     """At ``\"\"\"|\"\"\"`` (Pylance closes the triple quote in VS Code; the thirty-ninth
-    session's probe: 5 of 10 such cursors in short files showed nothing, the model laying
+    session's probe: 4 of 10 such cursors in short files showed nothing, the model laying
     the docstring out on lines of their own and the line rule cutting it at its first line
     break): the stop rule runs to the closer the model writes and ends before it; the
     suggestion is one line when the model wrote one, else its lines, ending at the
