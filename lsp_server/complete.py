@@ -790,7 +790,9 @@ class Completer:
             return None, gen.stats
         text = gen.text[len(heal) :]
         if gen.stats.stop_reason in ("time_budget", "max_new_tokens") and (ctx.mode == "block" or multi_line):
-            text = whole_sentences(cut_at_limit(text)) if ctx.docstring else cut_at_limit(text)
+            text = cut_at_limit(text)
+            if ctx.docstring or ctx.in_docstring:  # prose: not mid-sentence, nor a header without its text
+                text = whole_sentences(text)
         elif ctx.mode == "line" and not multi_line and gen.stats.stop_reason == "stop" and leaves_open(text):
             # cut at its line break, the model meant to go on: ``(`` at ``return |;`` in TSX
             # with the JSX to follow on lines of their own; a lone ``(`` is no suggestion

@@ -148,18 +148,35 @@ class CursorContext:
         docstring the model laid out on lines was no suggestion at all).'''
         rest = self.line_suffix.strip()
         for quote in DOC_STRING_QUOTES:
-            if not rest.startswith(quote) or any(c not in AUTO_CLOSERS and c not in ";:, \t" for c in rest[3:]):
-                continue
-            end = len(self.prefix)
-            for _ in range(DOCSTRING_LINES):
-                start = self.prefix.rfind("\n", 0, end) + 1
-                line = self.prefix[max(start, end - LINE_SCAN_CHARS) : end]
-                if quote in line:  # the opener, once, outside a comment
-                    return quote if line.count(quote) == 1 and "#" not in line[: line.find(quote)] else ""
-                if start == 0:
-                    break
-                end = start - 1
+            if rest.startswith(quote) and all(c in AUTO_CLOSERS or c in ";:, \t" for c in rest[3:]):
+                return quote if self._opened_above(quote) else ""
         return ""
+
+    @property
+    def in_docstring(self) -> str:
+        """The triple quote of the string the cursor is in when its closer is below: the
+        first line below that is not blank starts with it, and the nearest line at or above
+        the cursor that holds one opened it (``\"\"\"`` then Enter, as Pylance leaves it:
+        the cursor on a blank line between the quotes). Else ""."""
+        if self.line_suffix.strip():
+            return ""
+        below = next((ln.strip() for ln in self.following_lines[:DOCSTRING_LINES] if ln.strip()), "")
+        return next((q for q in DOC_STRING_QUOTES if below.startswith(q) and self._opened_above(q)), "")
+
+    def _opened_above(self, quote: str) -> bool:
+        """Whether the nearest line at or above the cursor that holds ``quote`` (at most
+        :data:`DOCSTRING_LINES` up) holds it once, outside a comment: it opened the string
+        the cursor is in."""
+        end = len(self.prefix)
+        for _ in range(DOCSTRING_LINES):
+            start = self.prefix.rfind("\n", 0, end) + 1
+            line = self.prefix[max(start, end - LINE_SCAN_CHARS) : end]
+            if quote in line:
+                return line.count(quote) == 1 and "#" not in line[: line.find(quote)]
+            if start == 0:
+                return False
+            end = start - 1
+        return False
 
     @property
     def indent(self) -> str:

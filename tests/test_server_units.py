@@ -580,6 +580,13 @@ def test_a_docstring_between_auto_closed_triple_quotes_may_take_lines():
     assert ctx_at('def f():\n    """Sum.\n\n    More.\n    |"""\n').docstring == '"""'  # lines accepted above
     for text in ('x = "|"', '    """a""" + """|"""\n', '    # """|"""\n', '    """|"""  + x\n', 'def f():\n    x = 1\n    |"""\n', 'def f():\n    """Sum."""\n    |"""\n'):
         assert ctx_at(text).docstring == "", text
+    # between the quotes on lines of their own (Enter after the opener): block mode, and
+    # at a limit the same prose cut
+    inside = ctx_at('def f():\n    """\n    |\n    """\n    return 1\n')
+    assert inside.mode == "block" and inside.docstring == "" and inside.in_docstring == '"""'
+    for text in ('def f():\n    x = 1\n    |\n    """\n', 'def f():\n    """Sum."""\n    |\n    """\n', 'def f():\n    """\n    |\n    x = 1\n'):
+        assert ctx_at(text).in_docstring == "", text
+    assert whole_sentences("Sum of xs.\n\n    Examples:") == "Sum of xs."
     # without it, as before: the first line break ends a line suggestion
     assert make_stop_fn("line", '    """')(out) == 0
 
