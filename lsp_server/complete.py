@@ -57,7 +57,7 @@ from lsp_server.context import ContextBuilder, ContextState, fs_path
 from lsp_server.fallback import ArPace
 from lsp_server.metrics import ServerMetrics
 from lsp_server.model_host import ModelHost
-from lsp_server.postprocess import cut_at_limit, document_indent_unit, finalize, leaves_open, whole_sentences
+from lsp_server.postprocess import comment_lines, cut_at_limit, document_indent_unit, finalize, leaves_open, whole_sentences
 from lsp_server.prompt import (
     CursorContext, Prompt, build_prompt, encode, fim_special_ids, place_context, plan_start, remember_window,
 )  # fmt: skip
@@ -791,7 +791,7 @@ class Completer:
         text = gen.text[len(heal) :]
         if gen.stats.stop_reason in ("time_budget", "max_new_tokens") and (ctx.mode == "block" or multi_line):
             text = cut_at_limit(text)
-            if ctx.docstring or ctx.in_docstring:  # prose: not mid-sentence, nor a header without its text
+            if ctx.docstring or ctx.in_docstring or comment_lines(text, ctx):  # prose: not mid-sentence
                 text = whole_sentences(text)
         elif ctx.mode == "line" and not multi_line and gen.stats.stop_reason == "stop" and leaves_open(text):
             # cut at its line break, the model meant to go on: ``(`` at ``return |;`` in TSX

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 
-from fastcoder.stops import CLOSE_BRACKETS, BracketDepth
+from fastcoder.stops import CLOSE_BRACKETS, FENCE, BracketDepth
 from lsp_server.prompt import AUTO_CLOSERS, LINE_SCAN_CHARS, CursorContext
 from lsp_server.stops import LINE_COMMENTS, TAB_WIDTH, indent_width
 
@@ -154,17 +154,32 @@ def docstring_body(text: str, ctx: CursorContext) -> str:
 
 
 SENTENCE_ENDS = tuple(".!?")
+COMMENT_MARKS = "#/*!-; \t"
+"""What a comment line starts with before its words (``///``, ``//!``, `` * ``, ``#``, ``--``)."""
 
 
 def whole_sentences(text: str) -> str:
-    """A docstring's lines that a limit cut (:func:`cut_at_limit`'s whole lines): up to the
-    last line that ends a sentence, so that it does not stop mid-sentence (``it is a
-    TypeError to attempt``); all of them when none does."""
+    """Prose that a limit cut (:func:`cut_at_limit`'s whole lines: a docstring, doc comment
+    lines): not inside a Markdown code fence it opened (``/// ```\n/// assert_eq!(...``),
+    and up to the last line that ends a sentence, so that it does not stop mid-sentence
+    (``it is a TypeError to attempt``) or at a header without its text (``# Examples``,
+    ``Returns:``); all of it when no line ends one."""
     lines = text.split("\n")
+    fences = [i for i, ln in enumerate(lines) if ln.lstrip(COMMENT_MARKS).startswith(FENCE)]
+    if len(fences) % 2:
+        lines = lines[: fences[-1]]
     for i in range(len(lines) - 1, -1, -1):
         if lines[i].rstrip().endswith(SENTENCE_ENDS):
             return "\n".join(lines[: i + 1])
-    return text
+    return "\n".join(lines) if lines and "\n".join(lines).strip() else text
+
+
+def comment_lines(text: str, ctx: CursorContext) -> bool:
+    """Whether a block ``text`` at ``ctx`` is comment lines only: the cursor's line is a
+    comment being typed and every line after its first starts with a comment marker."""
+    if not ctx.line_prefix.lstrip().startswith(LINE_COMMENTS + ("*",)):
+        return False
+    return all(ln.lstrip().startswith(LINE_COMMENTS + ("*",)) for ln in text.split("\n")[1:] if ln.strip())
 
 
 def bracket_balance(code: str) -> tuple[int, int, bool]:
@@ -277,10 +292,13 @@ def drop_trailing_comma(text: str, ctx: CursorContext) -> str:
 
 
 def cut_before_exit(text: str, ctx: CursorContext) -> str:
-    """``text`` (a block suggestion on an empty line) up to its first line that leaves the
-    block (``return``, ``raise``, ...) at the cursor's indentation, when the next code line
-    below is at that indentation too: the suggestion must not make it unreachable."""
-    if not ctx.at_indentation:
+    """``text`` (a block suggestion on an empty line, or after a comment being typed) up to
+    its first line that leaves the block (``return``, ``raise``, ...) at the cursor's
+    indentation, when the next code line below is at that indentation too: the suggestion
+    must not make it unreachable (``# |`` above a loop got a comment's words and then
+    ``raise Exception(...)``). A comment's own first line is its words, not code."""
+    comment = ctx.line_prefix.lstrip().startswith(LINE_COMMENTS)
+    if not ctx.at_indentation and not comment:
         return text
     nxt = next((ln.rstrip("\r") for ln in ctx.following_lines if ln.strip()), None)
     width = indent_width(ctx.line_prefix)
@@ -288,6 +306,8 @@ def cut_before_exit(text: str, ctx: CursorContext) -> str:
         return text
     lines = text.split("\n")
     for i, line in enumerate(lines):
+        if i == 0 and comment:
+            continue
         code = line.lstrip(" \t")
         own = width if i == 0 else indent_width(line)
         if own == width and EXITS.match(code):

@@ -587,6 +587,16 @@ def test_a_docstring_between_auto_closed_triple_quotes_may_take_lines():
     for text in ('def f():\n    x = 1\n    |\n    """\n', 'def f():\n    """Sum."""\n    |\n    """\n', 'def f():\n    """\n    |\n    x = 1\n'):
         assert ctx_at(text).in_docstring == "", text
     assert whole_sentences("Sum of xs.\n\n    Examples:") == "Sum of xs."
+    # doc comment lines a limit cut inside a code fence they opened (a Rust ``/// |``)
+    from lsp_server.postprocess import comment_lines
+
+    rs = ctx_at("/// |\npub fn parse_port(s: &str) -> Option<u16> {\n")
+    cut = 'Parses a port.\n///\n/// # Examples\n///\n/// ```\n/// assert_eq!(parse_port("80"), Some(80));'
+    assert comment_lines(cut, rs) and whole_sentences(cut) == "Parses a port."
+    closed = cut + "\n/// ```\n///\n/// Returns None when it is not a port."
+    assert whole_sentences(closed) == closed
+    py = ctx_at("def f(xs):\n    # |\n    return 1\n")
+    assert not comment_lines("the total.\n    total = sum(xs)", py)  # code after the comment: not prose
     # without it, as before: the first line break ends a line suggestion
     assert make_stop_fn("line", '    """')(out) == 0
 
@@ -668,6 +678,14 @@ def test_a_block_suggestion_never_makes_the_code_below_unreachable():
     assert finalize("x = 1\n    returned_value = 2", named) == "x = 1\n    returned_value = 2"
     js = ctx_at("function f(a) {\n  |\n  return a;\n}\n")
     assert finalize("a += 1;\n  return a + 1;", js) == "a += 1;"
+    # after a comment being typed (the thirty-ninth session: ``# |`` above a loop got the
+    # comment's words and then ``raise Exception(...)``); the comment's own words may say "return"
+    comment = ctx_at("def retry(fn, attempts=3):\n    # |\n    for i in range(attempts):\n        fn()\n")
+    assert finalize('Base case: raise it\n    raise Exception("An error occurred")', comment) == "Base case: raise it"
+    assert finalize("return early when done", comment) == "return early when done"
+    assert finalize("try each attempt\n    attempts = max(attempts, 1)", comment) == "try each attempt\n    attempts = max(attempts, 1)"
+    cjs = ctx_at("function f(a) {\n  // |\n  return a;\n}\n")
+    assert finalize("double it\n  return a * 2;", cjs) == "double it"
 
 
 def test_a_block_suggestion_never_ends_with_a_header_without_its_body():
