@@ -48,7 +48,8 @@ a Go map, a TS class's next method) or 20 (thirty-ninth session: ``requirements.
 ``package.json``, a Kubernetes manifest, Jest and unittest asserts, pandas, Rust and Go tests, a C
 include guard, an ``__init__``'s assignments, a class docstring, a comment's words, an HTML
 ``head``, Kotlin) or 21 (a docstring between auto-closed triple quotes: a class, functions and
-methods, a dataclass, a module).
+methods, a dataclass, a module) or 22 (doc comments: JSDoc, TSDoc, Rust ``///``, Go, Javadoc, a Python
+comment above a loop, ``/** | */``).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -399,7 +400,16 @@ BATCH_21 = [  # thirty-ninth session: a docstring between auto-closed triple quo
     ('s9.py', 'python', '"""|"""\nimport sys\n\n\ndef main(argv):\n    print(argv)\n'),
     ('s10.py', 'python', 'async def fetch_all(session, urls):\n    """|"""\n    return await asyncio.gather(*(session.get(u) for u in urls))\n'),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21}[BATCH]
+BATCH_22 = [  # thirty-ninth session: doc comments and a comment above code
+    ('jsdoc.js', 'javascript', '/**\n * |\n */\nfunction add(a, b) {\n  return a + b;\n}\n'),
+    ('tsdoc.ts', 'typescript', 'export class Cache<T> {\n  private items = new Map<string, T>();\n\n  /**\n   * |\n   */\n  get(key: string): T | undefined {\n    return this.items.get(key);\n  }\n}\n'),
+    ('doc.rs', 'rust', '/// |\npub fn parse_port(s: &str) -> Option<u16> {\n    s.parse().ok()\n}\n'),
+    ('doc.go', 'go', 'package main\n\n// |\nfunc Reverse(s string) string {\n\tr := []rune(s)\n\tfor i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {\n\t\tr[i], r[j] = r[j], r[i]\n\t}\n\treturn string(r)\n}\n'),
+    ('Doc.java', 'java', 'public class MathUtil {\n    /**\n     * |\n     */\n    public static int clamp(int x, int lo, int hi) {\n        return Math.max(lo, Math.min(hi, x));\n    }\n}\n'),
+    ('cmt.py', 'python', 'def retry(fn, attempts=3):\n    # |\n    for i in range(attempts):\n        try:\n            return fn()\n        except Exception:\n            if i == attempts - 1:\n                raise\n'),
+    ('jsdoc2.js', 'javascript', '/** | */\nfunction add(a, b) {\n  return a + b;\n}\n'),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
