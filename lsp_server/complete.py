@@ -708,7 +708,7 @@ class Completer:
         multi_line = opened or bool(ctx.docstring)  # ... and at ``"""|"""``
         fences = FENCE in ctx.prefix or FENCE in ctx.suffix  # a Markdown document's, or a docstring's
         rules = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines, settings.mid_line_blocks, opened, fences,
-                             settings.stop_degenerate, ctx.prefix, docstring=ctx.docstring)
+                             settings.stop_degenerate, ctx.prefix, docstring=ctx.docstring or ctx.in_docstring)
         unit = document_indent_unit(ctx.prefix[-20000:] + ctx.suffix[:5000], doc.language_id)
         early_s = settings.early_answer_s if ctx.mode == "block" or multi_line else None
         t_start = time.perf_counter()

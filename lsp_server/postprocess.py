@@ -480,10 +480,11 @@ def finalize(text: str, ctx: CursorContext, *, indent_unit: str | None = None, k
         text = drop_open_header(text, ctx)
         if language == "json":
             text = drop_trailing_comma(text, ctx)
-        if ctx.at_indentation:
+        lead = ctx.line_prefix.strip()
+        if not lead.strip(COMMENT_MARKS):  # at the indentation, or after a comment's marker (`` * |``)
             nxt = next((ln for ln in ctx.following_lines if ln.strip()), None)
-            if nxt is not None and "\n" not in text.strip() and starts_line(nxt.strip(), text.strip()):
-                text = ""  # the suggestion is the next line again, or its start
+            if nxt is not None and "\n" not in text.strip() and starts_line(nxt.strip(), f"{lead} {text.strip()}".strip()):
+                text = ""  # the suggestion is the next line again, or its start (`` * @param a`` above `` * @param a``)
         text = text.rstrip()
         if indent_unit is not None:
             text = reindent(text, indent_unit)

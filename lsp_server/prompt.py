@@ -76,7 +76,7 @@ quotes); the prompt, the remembered answers and post-processing all go by it."""
 DOC_STRING_QUOTES = ('"""', "'''")
 """The triple quotes of docstrings (:attr:`CursorContext.docstring`)."""
 DOCSTRING_LINES = 50
-"""How far up :attr:`CursorContext.docstring` looks for the opener of the string the cursor is in."""
+"""How far down :attr:`CursorContext.in_docstring` looks for the closer of the string the cursor is in."""
 
 LINE_SCAN_CHARS = 4000
 """How much of the cursor's line, each side of the cursor, the bracket scans read (a
@@ -137,9 +137,8 @@ class CursorContext:
     @property
     def docstring(self) -> str:
         '''The triple quote of a triple-quoted string the cursor is in, whose closer starts
-        the rest of the cursor's line (only closers and ``;:,`` after it), and whose opener
-        is the only such quote on the nearest line at or above the cursor that holds one
-        (at most :data:`DOCSTRING_LINES` lines up): ``"""|"""`` as Pylance leaves it in
+        the rest of the cursor's line (only closers and ``;:,`` after it), and which the
+        text before the cursor left open (an odd number of them): ``"""|"""`` as Pylance leaves it in
         VS Code, ``"""Return the |"""``, ``dedent("""|""")``, the closer moved down by
         Enter or by an accepted line, or the same with single quotes. Else "". The
         suggestion there is the string's text up to the closer the model writes, on lines
@@ -149,34 +148,30 @@ class CursorContext:
         rest = self.line_suffix.strip()
         for quote in DOC_STRING_QUOTES:
             if rest.startswith(quote) and all(c in AUTO_CLOSERS or c in ";:, \t" for c in rest[3:]):
-                return quote if self._opened_above(quote) else ""
+                head = self.line_prefix[-LINE_SCAN_CHARS:]
+                in_comment = quote in head and "#" in head[: head.find(quote)]
+                return quote if self._opened_above(quote) and not in_comment else ""
         return ""
 
     @property
     def in_docstring(self) -> str:
-        """The triple quote of the string the cursor is in when its closer is below: the
-        first line below that is not blank starts with it, and the nearest line at or above
-        the cursor that holds one opened it (``\"\"\"`` then Enter, as Pylance leaves it:
-        the cursor on a blank line between the quotes). Else ""."""
+        """The triple quote of the string the cursor is in when its closer is below (nothing
+        right of the cursor): the text before the cursor leaves one open, and the nearest
+        line below that holds one holds it once, the closer (``\"\"\"``
+        then Enter, as Pylance leaves it; a docstring template's ``Args:`` below). Else ""."""
         if self.line_suffix.strip():
             return ""
-        below = next((ln.strip() for ln in self.following_lines[:DOCSTRING_LINES] if ln.strip()), "")
-        return next((q for q in DOC_STRING_QUOTES if below.startswith(q) and self._opened_above(q)), "")
+        for quote in DOC_STRING_QUOTES:
+            below = next((ln for ln in self.following_lines[:DOCSTRING_LINES] if quote in ln), "")
+            if below.count(quote) == 1 and self._opened_above(quote):
+                return quote
+        return ""
 
     def _opened_above(self, quote: str) -> bool:
-        """Whether the nearest line at or above the cursor that holds ``quote`` (at most
-        :data:`DOCSTRING_LINES` up) holds it once, outside a comment: it opened the string
-        the cursor is in."""
-        end = len(self.prefix)
-        for _ in range(DOCSTRING_LINES):
-            start = self.prefix.rfind("\n", 0, end) + 1
-            line = self.prefix[max(start, end - LINE_SCAN_CHARS) : end]
-            if quote in line:
-                return line.count(quote) == 1 and "#" not in line[: line.find(quote)]
-            if start == 0:
-                return False
-            end = start - 1
-        return False
+        """Whether the text before the cursor leaves a ``quote`` string open: it holds an odd
+        number of them (a line with a lone ``\"\"\"`` may open a docstring or close one;
+        counting from the file's start tells which)."""
+        return self.prefix.count(quote) % 2 == 1
 
     @property
     def indent(self) -> str:

@@ -108,7 +108,10 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     may hold a nested function after a blank line, and goes on). ``docstring`` (line
     mode): the triple quote of the string the cursor's line opened, whose closer starts
     the rest of the line (:attr:`lsp_server.prompt.CursorContext.docstring`): the output
-    runs on over lines to the closer it writes, and ends before it.
+    runs on over lines to the closer it writes, and ends before it; in block mode, the
+    triple quote of the string the cursor is in, whose closer is below
+    (:attr:`lsp_server.prompt.CursorContext.in_docstring`): the output ends before a
+    closer it writes (the one below closes the string).
     """
     base = indent_width(line_prefix)
     fence = None if fences else fence_line(check_first_line=not line_prefix.strip())
@@ -126,4 +129,5 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     one_line = first_line_unless_opener(line_prefix) if statement and not mid_line_blocks else None
     # at top level a blank line ends the block already
     definition = next_definition(base, starts_definition) if base and one_definition else None
-    return any_of(block_end(base), into, one_line, fence, definition, *garbage)
+    closer = StopStrings([docstring]) if docstring else None
+    return any_of(block_end(base), into, one_line, fence, definition, closer, *garbage)

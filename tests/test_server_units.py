@@ -145,6 +145,10 @@ def test_generation_running_into_the_code_below_stops():
     # a one-word line deeper is not the line below; a longer one is, at any indentation
     assert make_stop_fn("block", "    ", ["    return"])("if x:\n        return\n    y = 1") is None
     assert make_stop_fn("block", "    ", following)("        return result\n") == 0  # the model repeating it
+    # after a comment's marker too: VS Code's JSDoc template, the model writing its next line
+    jsdoc = ctx_at("/**\n * |\n * @param a \n * @returns \n */\nfunction f(a) {}\n")
+    assert finalize("@param a", jsdoc) == "" and finalize("Adds one.", jsdoc) == "Adds one."
+    assert finalize("@param", jsdoc) == "" and finalize("@param ab", jsdoc) == "@param ab"
 
 
 def test_a_code_fence_ends_a_suggestion_in_a_document_without_one():
@@ -578,14 +582,20 @@ def test_a_docstring_between_auto_closed_triple_quotes_may_take_lines():
     assert ctx_at('    text = dedent("""|""")\n').docstring == '"""'
     assert ctx_at('def f():\n    """\n    |"""\n').docstring == '"""'
     assert ctx_at('def f():\n    """Sum.\n\n    More.\n    |"""\n').docstring == '"""'  # lines accepted above
-    for text in ('x = "|"', '    """a""" + """|"""\n', '    # """|"""\n', '    """|"""  + x\n', 'def f():\n    x = 1\n    |"""\n', 'def f():\n    """Sum."""\n    |"""\n'):
+    assert ctx_at('    x = """a""" + """|"""\n').docstring == '"""'  # the second string's
+    for text in ('x = "|"', '    # """|"""\n', '    """|"""  + x\n', 'def f():\n    x = 1\n    |"""\n', 'def f():\n    """Sum."""\n    |"""\n'):
         assert ctx_at(text).docstring == "", text
     # between the quotes on lines of their own (Enter after the opener): block mode, and
     # at a limit the same prose cut
     inside = ctx_at('def f():\n    """\n    |\n    """\n    return 1\n')
     assert inside.mode == "block" and inside.docstring == "" and inside.in_docstring == '"""'
-    for text in ('def f():\n    x = 1\n    |\n    """\n', 'def f():\n    """Sum."""\n    |\n    """\n', 'def f():\n    """\n    |\n    x = 1\n'):
-        assert ctx_at(text).in_docstring == "", text
+    template = ctx_at('def add(a, b):\n    """\n    |\n\n    Args:\n        a (int): \n    """\n    return a + b\n')
+    assert template.in_docstring == '"""'  # the closer further down (autoDocstring's template)
+    stop = make_stop_fn(template.mode, template.line_prefix, template.following_lines, docstring=template.in_docstring)
+    assert stop('Add two numbers."""\n') == len("Add two numbers.")  # a closer it writes ends it
+    between = 'def f():\n    """\n    Doc.\n    """\n    |\n\ndef g():\n    """\n    Doc g.\n    """\n'
+    for text in ('def f():\n    x = 1\n    |\n    """\n', 'def f():\n    """Sum."""\n    |\n    """\n', 'def f():\n    """\n    |\n    x = 1\n', between):
+        assert ctx_at(text).in_docstring == "", text  # code between two docstrings is not in one
     assert whole_sentences("Sum of xs.\n\n    Examples:") == "Sum of xs."
     # doc comment lines a limit cut inside a code fence they opened (a Rust ``/// |``)
     from lsp_server.postprocess import comment_lines

@@ -49,7 +49,8 @@ a Go map, a TS class's next method) or 20 (thirty-ninth session: ``requirements.
 include guard, an ``__init__``'s assignments, a class docstring, a comment's words, an HTML
 ``head``, Kotlin) or 21 (a docstring between auto-closed triple quotes: a class, functions and
 methods, a dataclass, a module) or 22 (doc comments: JSDoc, TSDoc, Rust ``///``, Go, Javadoc, a Python
-comment above a loop, ``/** | */``).
+comment above a loop, ``/** | */``) or 23 (documentation templates: VS Code's JSDoc with ``@param`` lines,
+autoDocstring's ``Args:`` / ``Returns:``).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -409,7 +410,13 @@ BATCH_22 = [  # thirty-ninth session: doc comments and a comment above code
     ('cmt.py', 'python', 'def retry(fn, attempts=3):\n    # |\n    for i in range(attempts):\n        try:\n            return fn()\n        except Exception:\n            if i == attempts - 1:\n                raise\n'),
     ('jsdoc2.js', 'javascript', '/** | */\nfunction add(a, b) {\n  return a + b;\n}\n'),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22}[BATCH]
+BATCH_23 = [  # thirty-ninth session: documentation templates (VS Code's JSDoc, autoDocstring's)
+    ('jsdoc3.js', 'javascript', '/**\n * |\n * @param a \n * @param b \n * @returns \n */\nfunction add(a, b) {\n  return a + b;\n}\n'),
+    ('jsdoc4.ts', 'typescript', '/**\n * |\n * @param items \n * @param key \n * @returns \n */\nexport function groupBy<T>(items: T[], key: (t: T) => string): Record<string, T[]> {\n  const out: Record<string, T[]> = {};\n  for (const it of items) {\n    (out[key(it)] ??= []).push(it);\n  }\n  return out;\n}\n'),
+    ('jsdoc5.js', 'javascript', '/**\n * Adds two numbers.\n * @param a |\n * @param b \n * @returns \n */\nfunction add(a, b) {\n  return a + b;\n}\n'),
+    ('pydoc.py', 'python', 'def add(a, b):\n    """\n    |\n\n    Args:\n        a (int): \n        b (int): \n\n    Returns:\n        int: \n    """\n    return a + b\n'),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
