@@ -161,9 +161,14 @@ class CursorContext:
         then Enter, as Pylance leaves it; a docstring template's ``Args:`` below). Else ""."""
         if self.line_suffix.strip():
             return ""
+        near = self.suffix[: DOCSTRING_LINES * 120]  # (not the whole suffix: a long file's)
         for quote in DOC_STRING_QUOTES:
-            below = next((ln for ln in self.following_lines[:DOCSTRING_LINES] if quote in ln), "")
-            if below.count(quote) == 1 and self._opened_above(quote):
+            at = near.find(quote)
+            if at < 0 or near.count("\n", 0, at) > DOCSTRING_LINES:
+                continue
+            end = near.find("\n", at)
+            line = near[near.rfind("\n", 0, at) + 1 : end if end >= 0 else len(near)]
+            if line.count(quote) == 1 and self._opened_above(quote):
                 return quote
         return ""
 
