@@ -226,6 +226,20 @@ async def body_client(looping_body_model_dir, workspace):
     await client.stop()
 
 
+async def body_running(client: LanguageClient, uri: str, pos: types.Position) -> asyncio.Future:
+    """Ask for the body of the stub at ``pos`` and wait until the model thread runs it; the
+    resolve request's future."""
+    (offered,) = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=pos, end=pos),
+        context=types.CodeActionContext(diagnostics=[])))  # fmt: skip
+    resolving = asyncio.ensure_future(client.code_action_resolve_async(offered))
+    for _ in range(500):
+        busy = (await stats(client))["model"]["busy"]
+        if busy and busy["task"] == f"body {uri}":
+            return resolving
+    raise AssertionError("the body was never seen running")
+
+
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
@@ -362,19 +376,10 @@ async def test_a_body_generated_while_the_user_edits_elsewhere_goes_where_the_st
     uri = (workspace / "moving.py").as_uri()
     text = LONG_BODY_DOC  # a body written to its token cap: time to type meanwhile
     open_doc(client, uri, text)
-    doc_id = types.TextDocumentIdentifier(uri=uri)
     pos = types.Position(line=text.count("\n") - 1, character=0)  # the stub's `    pass`
     await configure(client, maxBodyTokens=4000, bodyTimeBudgetMs=0, stopDegenerate=False)
     try:
-        (offered,) = await client.text_document_code_action_async(types.CodeActionParams(
-            text_document=doc_id, range=types.Range(start=pos, end=pos), context=types.CodeActionContext(diagnostics=[])))  # fmt: skip
-        resolving = asyncio.ensure_future(client.code_action_resolve_async(offered))
-        for _ in range(500):  # the line is typed while the body is generated
-            busy = (await stats(client))["model"]["busy"]
-            if busy and busy["task"] == f"body {uri}":
-                break
-        else:
-            raise AssertionError("the body was never seen running")
+        resolving = await body_running(client, uri, pos)  # the line is typed while the body is generated
         change_doc(client, uri, 2, types.Position(line=0, character=0), "# typed meanwhile\n")
         (change,) = (await resolving).edit.document_changes
         assert change.text_document.version == 2
@@ -447,16 +452,7 @@ async def test_a_completion_asked_while_a_body_is_generated_is_answered_between_
     pos = _find(text, "def compute")
     await configure(client, maxBodyTokens=4000, bodyTimeBudgetMs=0, stopDegenerate=False)
     try:
-        (offered,) = await client.text_document_code_action_async(types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=pos, end=pos),
-            context=types.CodeActionContext(diagnostics=[])))  # fmt: skip
-        resolving = asyncio.ensure_future(client.code_action_resolve_async(offered))
-        for _ in range(500):
-            busy = (await stats(client))["model"]["busy"]
-            if busy and busy["task"] == f"body {uri}":
-                break
-        else:
-            raise AssertionError("the body was never seen running")
+        resolving = await body_running(client, uri, pos)
         await client.text_document_inline_completion_async(inline_params(other, _end_of(BODY, "    result = 0")))
         # answered after the body, its answer would have come first (messages in order)
         assert not resolving.done()
@@ -1012,17 +1008,7 @@ async def test_before_the_model_is_ready_requests_get_empty_results_and_model_ch
         info = await stats(client)
         assert info["index"]["problems"]["D_r"].startswith("turned off")
 
-        stub = types.Position(line=LONG_BODY_DOC.count("\n") - 1, character=0)
-        (offered,) = await client.text_document_code_action_async(types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=stub, end=stub),
-            context=types.CodeActionContext(diagnostics=[])))  # fmt: skip
-        body = asyncio.ensure_future(client.code_action_resolve_async(offered))
-        for _ in range(500):
-            busy = (await stats(client))["model"]["busy"]
-            if busy and busy["task"] == f"body {uri}":
-                break
-        else:
-            raise AssertionError("the body was never seen running")
+        body = await body_running(client, uri, types.Position(line=LONG_BODY_DOC.count("\n") - 1, character=0))
         # a model setting changes: the model is loaded again, after the body
         seen = len(client.statuses)  # type: ignore[attr-defined]
         await configure(client, dtype="bfloat16")
