@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 
 from fastcoder.stops import CLOSE_BRACKETS, FENCE, BracketDepth
-from lsp_server.prompt import AUTO_CLOSERS, LINE_SCAN_CHARS, CursorContext
+from lsp_server.prompt import AUTO_CLOSERS, BLOCK_COMMENT_END, LINE_SCAN_CHARS, CursorContext
 from lsp_server.stops import LINE_COMMENTS, TAB_WIDTH, indent_width
 
 CLOSERS = set(")]}>\"'`;:,")
@@ -136,7 +136,8 @@ def docstring_body(text: str, ctx: CursorContext) -> str:
     closer already there lands on a line of its own (PEP 257; the model's own layout,
     ``\n    Parse a duration...\n    ``), and lines indented past the cursor line all
     alike (a module docstring written at 4 spaces) come back to its indentation; a blank
-    line inside has that indentation too. "" when there is no text."""
+    line inside has that indentation too. At ``/** | */`` the lines are the model's (`` *
+    ...``) and the ``*/`` goes one column in. "" when there is no text."""
     lines = [ln.rstrip() for ln in text.split("\n")]
     while len(lines) > 1 and (not lines[-1].strip() or lines[-1].endswith(":")):
         lines.pop()  # the closer's line, blank lines before it; a section a limit cut (``Returns:``)
@@ -144,6 +145,9 @@ def docstring_body(text: str, ctx: CursorContext) -> str:
         return lines[0]
     if not any(ln.strip() for ln in lines):
         return ""
+    if ctx.docstring == BLOCK_COMMENT_END:  # `` * `` lines: `` */`` one column in, as the model writes it
+        gap = len(ctx.line_suffix) - len(ctx.line_suffix.lstrip(" \t"))  # (the editor's `` */`` has its space)
+        return "\n".join(lines + [ctx.indent + " " * max(0, 1 - gap)])
     widths = [indent_width(ln) for ln in lines[1:] if ln.strip()]
     extra = min(widths) - indent_width(ctx.indent) if widths else 0
     if extra > 0:  # (in spaces: finalize reindents in the document's unit)

@@ -75,6 +75,8 @@ AUTO_CLOSERS = set(")]}\"'`")
 quotes); the prompt, the remembered answers and post-processing all go by it."""
 DOC_STRING_QUOTES = ('"""', "'''")
 """The triple quotes of docstrings (:attr:`CursorContext.docstring`)."""
+BLOCK_COMMENT_END = "*/"
+"""The closer of a block comment (``/** | */``: :attr:`CursorContext.docstring`)."""
 DOCSTRING_LINES = 50
 """How far down :attr:`CursorContext.in_docstring` looks for the closer of the string the cursor is in."""
 
@@ -140,17 +142,21 @@ class CursorContext:
         the rest of the cursor's line (only closers and ``;:,`` after it), and which the
         text before the cursor left open (an odd number of them): ``"""|"""`` as Pylance leaves it in
         VS Code, ``"""Return the |"""``, ``dedent("""|""")``, the closer moved down by
-        Enter or by an accepted line, or the same with single quotes. Else "". The
+        Enter or by an accepted line, or the same with single quotes; also ``*/`` at
+        ``/** | */`` (an editor closes ``/**`` on its line), a comment opened on the
+        cursor's line. Else "". The
         suggestion there is the string's text up to the closer the model writes, on lines
         of their own when the model lays it out so
         (:func:`lsp_server.postprocess.docstring_body`), not its first line alone (a
         docstring the model laid out on lines was no suggestion at all).'''
         rest = self.line_suffix.strip()
+        head = self.line_prefix[-LINE_SCAN_CHARS:]
         for quote in DOC_STRING_QUOTES:
             if rest.startswith(quote) and all(c in AUTO_CLOSERS or c in ";:, \t" for c in rest[3:]):
-                head = self.line_prefix[-LINE_SCAN_CHARS:]
                 in_comment = quote in head and "#" in head[: head.find(quote)]
                 return quote if self._opened_above(quote) and not in_comment else ""
+        if rest == BLOCK_COMMENT_END and head.count("/*") > head.count(BLOCK_COMMENT_END):
+            return BLOCK_COMMENT_END  # ``/** | */``: the editor closed the doc comment on its line
         return ""
 
     @property

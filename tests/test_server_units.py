@@ -607,6 +607,16 @@ def test_a_docstring_between_auto_closed_triple_quotes_may_take_lines():
     assert whole_sentences(closed) == closed
     py = ctx_at("def f(xs):\n    # |\n    return 1\n")
     assert not comment_lines("the total.\n    total = sum(xs)", py)  # code after the comment: not prose
+    # ``/** | */`` (an editor closes ``/**`` on its line): the model's `` * `` lines, the
+    # editor's `` */`` below them one column in
+    js = ctx_at("/** | */\nfunction add(a, b) {}\n")
+    assert js.docstring == "*/" and js.mode == "line"
+    stop = make_stop_fn(js.mode, js.line_prefix, js.following_lines, docstring=js.docstring)
+    out = "\n * Adds two numbers.\n * @param {number} a\n */\nfunction"
+    assert finalize(out[: stop(out)], js) == "\n * Adds two numbers.\n * @param {number} a\n"  # + the editor's " */"
+    assert finalize("Adds two numbers. ", js) == "Adds two numbers."
+    assert ctx_at("  /**|*/\n").docstring == "*/" and finalize("\n   * Sum.\n   ", ctx_at("  /**|*/\n")) == "\n   * Sum.\n   "
+    assert ctx_at("x = a /* b */ + c; /* done */ |*/\n").docstring == ""  # no comment opened here
     # without it, as before: the first line break ends a line suggestion
     assert make_stop_fn("line", '    """')(out) == 0
 

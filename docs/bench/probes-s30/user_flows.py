@@ -50,7 +50,8 @@ include guard, an ``__init__``'s assignments, a class docstring, a comment's wor
 ``head``, Kotlin) or 21 (a docstring between auto-closed triple quotes: a class, functions and
 methods, a dataclass, a module) or 22 (doc comments: JSDoc, TSDoc, Rust ``///``, Go, Javadoc, a Python
 comment above a loop, ``/** | */``) or 23 (documentation templates: VS Code's JSDoc with ``@param`` lines,
-autoDocstring's ``Args:`` / ``Returns:``).
+autoDocstring's ``Args:`` / ``Returns:``) or 24 (``/** | */`` as an editor leaves it: JavaScript,
+TypeScript, Java, C).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -416,7 +417,13 @@ BATCH_23 = [  # thirty-ninth session: documentation templates (VS Code's JSDoc, 
     ('jsdoc5.js', 'javascript', '/**\n * Adds two numbers.\n * @param a |\n * @param b \n * @returns \n */\nfunction add(a, b) {\n  return a + b;\n}\n'),
     ('pydoc.py', 'python', 'def add(a, b):\n    """\n    |\n\n    Args:\n        a (int): \n        b (int): \n\n    Returns:\n        int: \n    """\n    return a + b\n'),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23}[BATCH]
+BATCH_24 = [  # thirty-ninth session: a block comment the editor closed on its line (``/** | */``)
+    ('j1.js', 'javascript', '/** | */\nfunction add(a, b) {\n  return a + b;\n}\n'),
+    ('j2.ts', 'typescript', 'export class Cache<T> {\n  private items = new Map<string, T>();\n\n  /** | */\n  get(key: string): T | undefined {\n    return this.items.get(key);\n  }\n}\n'),
+    ('j3.java', 'java', 'public class MathUtil {\n    /** | */\n    public static int clamp(int x, int lo, int hi) {\n        return Math.max(lo, Math.min(hi, x));\n    }\n}\n'),
+    ('j4.c', 'c', '/* | */\nint add(int a, int b) { return a + b; }\n'),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
