@@ -7,6 +7,7 @@ Its output is garbage, so these tests assert protocol behaviour, not text qualit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -180,13 +181,26 @@ def workspace(tmp_path_factory):
     return ws
 
 
+@contextlib.asynccontextmanager
+async def serving(model_dir, workspace, options: dict[str, Any] | None = None):
+    """A server started (:func:`start_client`) and ready, shut down after."""
+    client = await start_client(model_dir, workspace, options)
+    try:
+        await wait_ready(client)
+        yield client
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+
+
+NO_INDEX = {"commonIndex": False, "workspaceIndex": False}
+"""Options of a server that needs no datastore (starts sooner)."""
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def client(tiny_model_dir, workspace):
-    client = await start_client(tiny_model_dir, workspace)
-    await wait_ready(client)
-    yield client
-    await client.shutdown_session()
-    await client.stop()
+    async with serving(tiny_model_dir, workspace) as client:
+        yield client
 
 
 LONG_BODY_DOC = BODY + "\n\ndef compute(items, key=None):\n    pass\n"
@@ -219,11 +233,8 @@ def looping_body_model_dir(tmp_path_factory, tiny_tokenizer):
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def body_client(looping_body_model_dir, workspace):
     """A server whose body of :data:`LONG_BODY_DOC`'s stub runs to ``maxBodyTokens``."""
-    client = await start_client(looping_body_model_dir, workspace, {"commonIndex": False, "workspaceIndex": False})
-    await wait_ready(client)
-    yield client
-    await client.shutdown_session()
-    await client.stop()
+    async with serving(looping_body_model_dir, workspace, NO_INDEX) as client:
+        yield client
 
 
 async def body_running(client: LanguageClient, uri: str, pos: types.Position) -> asyncio.Future:
@@ -845,11 +856,8 @@ async def test_a_selection_over_max_edit_tokens_fails_at_once(client: LanguageCl
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def edit_client(edit_model_dir, workspace):
     """A server whose model ends every edit (tests/conftest.py ``build_scripted_model``)."""
-    client = await start_client(edit_model_dir, workspace, {"commonIndex": False, "workspaceIndex": False})
-    await wait_ready(client)
-    yield client
-    await client.shutdown_session()
-    await client.stop()
+    async with serving(edit_model_dir, workspace, NO_INDEX) as client:
+        yield client
 
 
 async def test_edit_selection_returns_and_applies_an_edit(edit_client: LanguageClient, workspace):
@@ -1769,16 +1777,10 @@ async def test_a_docstring_between_auto_closed_triple_quotes_takes_lines(docstri
     model: tests/conftest.py ``docstring_model_dir``): the suggestion is those lines, ending
     at the cursor line's indentation so that the closer right of the cursor goes below them;
     before, the line rule cut it at its first line break and nothing was shown."""
-    client = await start_client(docstring_model_dir, workspace, {"commonIndex": False, "workspaceIndex": False,
-                                                                 "debounceMs": 0, "prefetch": False})  # fmt: skip
-    try:
-        await wait_ready(client)
+    async with serving(docstring_model_dir, workspace, NO_INDEX) as client:
         uri = (workspace / "doc.py").as_uri()
         open_doc(client, uri, DOCSTRING)
         cursor = _end_of(DOCSTRING, '    """')
         answer = await client.text_document_inline_completion_async(inline_params(uri, cursor))
         items = answer.items if isinstance(answer, types.InlineCompletionList) else answer
         assert [i.insert_text for i in items] == [DOCSTRING_ANSWER + "    "]
-    finally:
-        await client.shutdown_session()
-        await client.stop()
