@@ -51,7 +51,9 @@ include guard, an ``__init__``'s assignments, a class docstring, a comment's wor
 methods, a dataclass, a module) or 22 (doc comments: JSDoc, TSDoc, Rust ``///``, Go, Javadoc, a Python
 comment above a loop, ``/** | */``) or 23 (documentation templates: VS Code's JSDoc with ``@param`` lines,
 autoDocstring's ``Args:`` / ``Returns:``) or 24 (``/** | */`` as an editor leaves it: JavaScript,
-TypeScript, Java, C).
+TypeScript, Java, C) or 25 (``super().__init__(|)``, ``finally``, a fetch error, SQL placeholders,
+a shell function, ``RUN``, a workflow step, a comprehension's filter, ``os.environ.get(|)``, Go, a
+retry loop, CSS, a Rust word count).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -423,7 +425,23 @@ BATCH_24 = [  # thirty-ninth session: a block comment the editor closed on its l
     ('j3.java', 'java', 'public class MathUtil {\n    /** | */\n    public static int clamp(int x, int lo, int hi) {\n        return Math.max(lo, Math.min(hi, x));\n    }\n}\n'),
     ('j4.c', 'c', '/* | */\nint add(int a, int b) { return a + b; }\n'),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24}[BATCH]
+BATCH_25 = [  # thirty-ninth session: more everyday places (super(), finally, fetch errors, SQL, shell, Docker, CI, CSS)
+    ('sup.py', 'python', 'class Admin(User):\n    def __init__(self, name, email, level):\n        super().__init__(|)\n        self.level = level\n'),
+    ('fin.py', 'python', 'def read(path):\n    f = open(path)\n    try:\n        return f.read()\n    finally:\n        |\n'),
+    ('err.js', 'javascript', 'async function load(url) {\n  const res = await fetch(url);\n  if (!res.ok) {\n    |\n  }\n  return res.json();\n}\n'),
+    ('q.py', 'python', 'def find_user(conn, user_id):\n    cur = conn.cursor()\n    cur.execute("SELECT id, name FROM users WHERE id = |", (user_id,))\n    return cur.fetchone()\n'),
+    ('fn.sh', 'shellscript', '#!/bin/bash\n\nlog() {\n  |\n}\n\nlog "starting"\n'),
+    ('Dockerfile', 'dockerfile', 'FROM python:3.12-slim\nWORKDIR /app\nCOPY requirements.txt .\nRUN |\nCOPY . .\nCMD ["python", "main.py"]\n'),
+    ('ci.yml', 'yaml', 'name: CI\non: [push]\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: actions/checkout@v4\n      - |\n'),
+    ('filt.py', 'python', 'def evens(xs):\n    return [x for x in xs if |]\n'),
+    ('gen.ts', 'typescript', 'function first<T>(items: T[]): T {\n  return |;\n}\n'),
+    ('env.py', 'python', 'import os\n\nDATABASE_URL = os.environ.get(|)\n'),
+    ('main.go', 'go', 'package main\n\nimport (\n\t"fmt"\n\t"os"\n)\n\nfunc main() {\n\tif len(os.Args) < 2 {\n\t\t|\n\t}\n\tfmt.Println(os.Args[1])\n}\n'),
+    ('retry.py', 'python', 'import time\n\n\ndef retry(fn, attempts=3, delay=1.0):\n    for attempt in range(attempts):\n        try:\n            return fn()\n        except Exception:\n            |\n'),
+    ('cls.css', 'css', '.button {\n  padding: 8px 16px;\n  |\n}\n'),
+    ('app.rs', 'rust', 'use std::collections::HashMap;\n\nfn count_words(text: &str) -> HashMap<&str, usize> {\n    let mut counts = HashMap::new();\n    for word in text.split_whitespace() {\n        |\n    }\n    counts\n}\n'),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
