@@ -705,10 +705,11 @@ class Completer:
         context_ids = context.ids if context is not None else []
         heal = prompt.heal  # the output starts with it; the suggestion is what follows
         opened = bool(ctx.opened)  # line mode at ``request(|)``: its contents may take lines
-        multi_line = opened or bool(ctx.docstring)  # ... and at ``"""|"""``
+        quote = ctx.docstring or ctx.in_docstring  # in a docstring: its closer
+        multi_line = opened or (ctx.mode == "line" and bool(quote))  # ... and at ``"""|"""``
         fences = FENCE in ctx.prefix or FENCE in ctx.suffix  # a Markdown document's, or a docstring's
         rules = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines, settings.mid_line_blocks, opened, fences,
-                             settings.stop_degenerate, ctx.prefix, docstring=ctx.docstring or ctx.in_docstring)
+                             settings.stop_degenerate, ctx.prefix, docstring=quote)
         unit = document_indent_unit(ctx.prefix[-20000:] + ctx.suffix[:5000], doc.language_id)
         early_s = settings.early_answer_s if ctx.mode == "block" or multi_line else None
         t_start = time.perf_counter()
@@ -791,7 +792,7 @@ class Completer:
         text = gen.text[len(heal) :]
         if gen.stats.stop_reason in ("time_budget", "max_new_tokens") and (ctx.mode == "block" or multi_line):
             text = cut_at_limit(text)
-            if ctx.docstring or ctx.in_docstring or comment_lines(text, ctx):  # prose: not mid-sentence
+            if quote or comment_lines(text, ctx):  # prose: not mid-sentence
                 text = whole_sentences(text)
         elif ctx.mode == "line" and not multi_line and gen.stats.stop_reason == "stop" and leaves_open(text):
             # cut at its line break, the model meant to go on: ``(`` at ``return |;`` in TSX

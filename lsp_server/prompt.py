@@ -67,14 +67,13 @@ from fastcoder import tokens
 from fastcoder.stops import CLOSE_BRACKETS, BracketDepth
 from fastcoder.tokens import TokenInfo
 from lsp_server.documents import tokenizable
+from lsp_server.stops import DOC_STRING_QUOTES
 
 LAYOUTS = ("anchored", "psm")
 DEFAULT_LAYOUT = "anchored"
 AUTO_CLOSERS = set(")]}\"'`")
 """What an editor puts right of the cursor by itself after an opener (auto-closed brackets and
 quotes); the prompt, the remembered answers and post-processing all go by it."""
-DOC_STRING_QUOTES = ('"""', "'''")
-"""The triple quotes of docstrings (:attr:`CursorContext.docstring`)."""
 BLOCK_COMMENT_END = "*/"
 """The closer of a block comment (``/** | */``: :attr:`CursorContext.docstring`)."""
 DOCSTRING_LINES = 50

@@ -44,7 +44,9 @@ from lsp_server.signatures import brace_signature
 TAB_WIDTH = 4
 LINE_COMMENTS = ("#", "//", "--", ";")
 """Line comment markers of the languages served (a line starting with one is a comment)."""
-DOC_QUOTES = ('"""', "'''", "/*")
+DOC_STRING_QUOTES = ('"""', "'''")
+"""The triple quotes of docstrings (:attr:`lsp_server.prompt.CursorContext.docstring`)."""
+DOC_QUOTES = (*DOC_STRING_QUOTES, "/*")
 
 
 def indent_width(line: str) -> int:
