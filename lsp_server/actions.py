@@ -322,7 +322,7 @@ def generate_body(
     """
     from fastcoder.session import Session
 
-    ctx = CursorContext(*body_prompt_context(text, stub))
+    ctx = CursorContext(*body_prompt_context(text, stub), language or "")
     # the prompt ends with the body's indentation, healed as a completion's is (its last
     # space taken back, the first token starting with it): unhealed, the model wrote a
     # second indentation after Python's, and no indentation at all after a line break in C

@@ -59,7 +59,7 @@ Budgets:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from fastcoder.models import FimTokens
@@ -68,6 +68,7 @@ from fastcoder.stops import CLOSE_BRACKETS, BracketDepth
 from fastcoder.tokens import TokenInfo
 from lsp_server.documents import tokenizable
 from lsp_server.stops import DOC_STRING_QUOTES
+from lsp_server.strings import open_triple_quote
 
 LAYOUTS = ("anchored", "psm")
 DEFAULT_LAYOUT = "anchored"
@@ -101,6 +102,10 @@ class CursorContext:
     """All text before the cursor."""
     suffix: str
     """All text after the cursor."""
+    language: str = field(default="", compare=False)
+    """The document's language id (the editor's; "" unknown): what starts a comment for
+    the docstring rules (:func:`lsp_server.strings.open_triple_quote`). Not part of the
+    state's identity."""
 
     @property
     def line_prefix(self) -> str:
@@ -152,8 +157,7 @@ class CursorContext:
         head = self.line_prefix[-LINE_SCAN_CHARS:]
         for quote in DOC_STRING_QUOTES:
             if rest.startswith(quote) and all(c in AUTO_CLOSERS or c in ";:, \t" for c in rest[3:]):
-                in_comment = quote in head and "#" in head[: head.find(quote)]
-                return quote if self._opened_above(quote) and not in_comment else ""
+                return quote if self._opened_above(quote) else ""
         if rest == BLOCK_COMMENT_END and head.count("/*") > head.count(BLOCK_COMMENT_END):
             return BLOCK_COMMENT_END  # ``/** | */``: the editor closed the doc comment on its line
         return ""
@@ -178,10 +182,11 @@ class CursorContext:
         return ""
 
     def _opened_above(self, quote: str) -> bool:
-        """Whether the text before the cursor leaves a ``quote`` string open: it holds an odd
-        number of them (a line with a lone ``\"\"\"`` may open a docstring or close one;
-        counting from the file's start tells which)."""
-        return self.prefix.count(quote) % 2 == 1
+        """Whether the text before the cursor leaves a ``quote`` string open (read from the
+        file's start, comments and other strings skipped: a line with a lone ``\"\"\"`` may
+        open a docstring or close one, and a ``\"\"\"`` in a comment or a ``'\'\'`` string
+        does neither)."""
+        return open_triple_quote(self.prefix, self.language) == quote
 
     @property
     def indent(self) -> str:

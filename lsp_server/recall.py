@@ -4,6 +4,8 @@ answered from it without the model (``lsp_server.complete``, step 1)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from lsp_server.prompt import AUTO_CLOSERS, CursorContext
 from lsp_server.sessions import Answers, Suggestion
 
@@ -87,8 +89,8 @@ def state_key(ctx: CursorContext) -> tuple:
 def after_accept(ctx: CursorContext, text: str) -> list[CursorContext]:
     """The states a user reaches by accepting ``text`` at ``ctx``: all of it, then (for
     a multi-line suggestion) its first line."""
-    out = [CursorContext(ctx.prefix + text, ctx.suffix)]
+    out = [replace(ctx, prefix=ctx.prefix + text)]
     nl = text.find("\n")
     if 0 < nl < len(text.rstrip()) and text[:nl].strip():
-        out.append(CursorContext(ctx.prefix + text[:nl], ctx.suffix))
+        out.append(replace(ctx, prefix=ctx.prefix + text[:nl]))
     return out

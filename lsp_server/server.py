@@ -125,7 +125,8 @@ def cursor_state(ls: FastCoderServer, doc: TextDocument, offset: int, end: int |
     and for a notebook cell its notebook's other cells (:func:`notebooks.surroundings`)."""
     head, tail = notebooks.surroundings(ls.workspace, doc.uri)
     source = doc.source
-    return CursorContext(head + source[:offset] + insert, source[offset if end is None else end :] + tail)
+    return CursorContext(head + source[:offset] + insert, source[offset if end is None else end :] + tail,
+                         doc.language_id or "")
 
 
 def accepting(ls: FastCoderServer, doc: TextDocument, offset: int, selected: types.SelectedCompletionInfo) -> CursorContext:

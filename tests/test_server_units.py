@@ -21,9 +21,9 @@ LINES = [f"value_{i} = compute(value_{i - 1}, {i})  # line {i}\n" for i in range
 TEXT = "".join(LINES)
 
 
-def ctx_at(text: str, marker: str = "|") -> CursorContext:
+def ctx_at(text: str, marker: str = "|", language: str = "") -> CursorContext:
     i = text.index(marker)
-    return CursorContext(text[:i], text[i + len(marker) :])
+    return CursorContext(text[:i], text[i + len(marker) :], language)
 
 
 # ------------------------------------------------------------------------------ prompt
@@ -619,6 +619,37 @@ def test_a_docstring_between_auto_closed_triple_quotes_may_take_lines():
     assert ctx_at("x = a /* b */ + c; /* done */ |*/\n").docstring == ""  # no comment opened here
     # without it, as before: the first line break ends a line suggestion
     assert make_stop_fn("line", '    """')(out) == 0
+
+
+def test_docstring_rules_read_strings_and_comments():
+    """Inside a triple-quoted string or not is read as a lexer reads it: a ``\"\"\"`` in a
+    comment, a ``'''`` docstring or a one-line string neither opens nor closes one (the
+    count of quotes took them for openers, and every block below a multi-line docstring
+    was then taken for docstring text, its suggestion stopped at ``\"\"\"``)."""
+    from lsp_server.strings import open_triple_quote
+
+    assert open_triple_quote('x = 1\ndoc = """Sum') == '"""'
+    assert open_triple_quote("doc = '''Sum") == "'''"
+    assert open_triple_quote('doc = """Sum"""\n') == ""
+    for code in ('# a """ in a comment\n', "'''Use \"\"\" here.'''\n", "Q = '\"\"\"'\n", 'Q = "\\"\"\""\n',
+                 'r"a\\\\" + """x"""\n', 's = "open\n', '"""a \\""" b"""\n'):
+        assert open_triple_quote(code) == "", code  # ends in code
+    assert open_triple_quote("x = 1  # note") == "" and open_triple_quote('x = "abc') == ""  # a comment, a one-line string
+    assert open_triple_quote('s = "a\\\nb" + """') == '"""'  # a one-line string continued by a backslash, then an opener
+    # by language: ``//`` and ``/* */`` are comments in Kotlin, ``#`` is not; in Python ``//`` divides
+    assert open_triple_quote('// a """ here\nval s = """', "kotlin") == '"""'
+    assert open_triple_quote('/* """ */ val s = 1\n', "kotlin") == ""
+    assert open_triple_quote('n = len(s) // 2; doc = """', "python") == '"""'
+    # code below a multi-line docstring, after such a line: not in a docstring
+    below = ('\n    return total\n\n\ndef c():\n    """Docstring of c.\n\n    More.\n    """\n    return 2\n')
+    for before in ("def a():\n    '''Use \"\"\" here.'''\n", 'x = 1  # a """ in a comment\n', "QUOTE = '\"\"\"'\n"):
+        ctx = ctx_at(before + "\n\ndef b(xs):\n    total = 0\n    |" + below)
+        assert ctx.mode == "block" and ctx.in_docstring == "" and ctx.docstring == "", before
+        # ... and a real docstring after it still is one
+        assert ctx_at(before + 'def b(xs):\n    """|"""\n').docstring == '"""', before
+        assert ctx_at(before + 'def b(xs):\n    """\n    |\n    """\n').in_docstring == '"""', before
+    kotlin = ctx_at('// a """ quote\nval doc = """\n    |\n    """\n', language="kotlin")
+    assert kotlin.in_docstring == '"""' and ctx_at('// a """ quote\nval doc = """\n    |\n    """\n').in_docstring == ""
 
 
 def test_typed_through_with_auto_closed_brackets():
