@@ -53,7 +53,8 @@ comment above a loop, ``/** | */``) or 23 (documentation templates: VS Code's JS
 autoDocstring's ``Args:`` / ``Returns:``) or 24 (``/** | */`` as an editor leaves it: JavaScript,
 TypeScript, Java, C) or 25 (``super().__init__(|)``, ``finally``, a fetch error, SQL placeholders,
 a shell function, ``RUN``, a workflow step, a comprehension's filter, ``os.environ.get(|)``, Go, a
-retry loop, CSS, a Rust word count).
+retry loop, CSS, a Rust word count) or 26 (fortieth session: a triple quote in a comment, a ``'''``
+docstring or a one-line string above the cursor, code below a multi-line docstring; Kotlin's ``//``).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -441,7 +442,16 @@ BATCH_25 = [  # thirty-ninth session: more everyday places (super(), finally, fe
     ('cls.css', 'css', '.button {\n  padding: 8px 16px;\n  |\n}\n'),
     ('app.rs', 'rust', 'use std::collections::HashMap;\n\nfn count_words(text: &str) -> HashMap<&str, usize> {\n    let mut counts = HashMap::new();\n    for word in text.split_whitespace() {\n        |\n    }\n    counts\n}\n'),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25}[BATCH]
+BATCH_26 = [  # fortieth session: a triple quote in a comment, a ''' docstring or a string above the cursor, code below a multi-line docstring
+    ('gen.py', 'python', 'QUOTE = \'"""\'\n\n\ndef render(name, doc):\n    lines = [f"def {name}():"]\n    |\n\n\ndef indent(text, by=4):\n    """Indent every line of text.\n\n    Blank lines stay blank.\n    """\n    pad = " " * by\n    return "\\n".join(pad + ln if ln.strip() else ln for ln in text.splitlines())\n'),
+    ('tools.py', 'python', 'def strip_quotes(s):\n    \'\'\'Remove the """ around s.\'\'\'\n    return s.strip(\'"\')\n\n\ndef total(xs):\n    result = 0\n    for x in xs:\n        |\n\n\ndef mean(xs):\n    """Mean of xs.\n\n    Empty: 0.\n    """\n    return total(xs) / len(xs) if xs else 0\n'),
+    ('cmt.py', 'python', 'import re\n\n# docstrings start with """ or \'\'\'\nDOC = re.compile(r"^\\s*[rb]?[\\"\']{3}")\n\n\ndef find_docs(lines):\n    found = []\n    for i, line in enumerate(lines):\n        |\n    return found\n\n\ndef main():\n    """Print the docstring lines.\n\n    Reads stdin.\n    """\n    print(find_docs(open(0).read().splitlines()))\n'),
+    ('after.py', 'python', 'QUOTE = \'"""\'\n\n\ndef wrap(text):\n    """|"""\n    return QUOTE + text + QUOTE\n'),
+    ('Query.kt', 'kotlin', '// SQL lives in a """ raw string below\nclass UserRepo(private val db: Database) {\n    fun count(): Int {\n        |\n    }\n\n    val query = """\n        SELECT id, name\n        FROM users\n    """.trimIndent()\n}\n'),
+    ('fresh.py', 'python', 'QUOTE = \'"""\'\n\n\ndef quote_lines(lines):\n    |\n\n\ndef unquote(text):\n    """Strip QUOTE from both ends.\n\n    Text without them is returned as it is.\n    """\n    return text.removeprefix(QUOTE).removesuffix(QUOTE)\n'),
+    ('klass.py', 'python', '# templates use """ for docstrings\n\n\nclass Template:\n    |\n\n\ndef render(t, **kw):\n    """Render t.\n\n    Keyword arguments fill its fields.\n    """\n    return t.text.format(**kw)\n'),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
