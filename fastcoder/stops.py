@@ -414,6 +414,57 @@ def runs_into(next_line: str | None, *, check_first_line: bool, first_indent: in
     return MatcherRule(lambda: _RunsInto(key, indent, check_first_line, first_indent))
 
 
+EXITS = re.compile(r"(return|raise|break|continue|throw)(?![\w:=.])")
+"""A line's code that starts so is a statement after which nothing in its block runs
+(not ``return_code = 1``, ``break: "auto"`` or ``raise.x``)."""
+_MODIFIER = re.compile(r"\s(if|unless)\s")
+COMMENT_LINE_STARTS = ("#", "//", "/*", "*", "--")
+"""How a comment line (or a block comment's inner line) starts, in the languages served."""
+
+
+def exits_block(code: str) -> bool:
+    """Whether ``code`` (one line) is a whole statement that leaves its block (:data:`EXITS`):
+    on its line, every bracket it opens closed and no trailing backslash or comma (not
+    ``return foo(`` continued below), and unconditional (not Ruby's or Perl's ``return x if
+    y`` or ``unless``; Python's ``return a if c else b`` is)."""
+    code = code.strip()
+    if not EXITS.match(code) or code.endswith(("\\", ",")):
+        return False
+    m = _MODIFIER.search(code)
+    if m is not None and not (m.group(1) == "if" and " else " in code[m.end() :]):
+        return False
+    depth = BracketDepth()
+    depth.feed(code)
+    return depth.depth == 0 and depth.least == 0 and not depth.quote
+
+
+class _Unreachable(_LineMatcher):
+    def __init__(self, first_prefix: str) -> None:
+        super().__init__()
+        self.first_prefix = first_prefix
+        self.exit_width: int | None = None  # the indentation of the exit just written
+
+    def line_done(self, line: str) -> int | None:
+        text = self.first_prefix + line if self.index == 0 else line
+        code = text.strip()
+        if not code or code.startswith(COMMENT_LINE_STARTS):
+            return None  # blank lines and comments: neither code that runs nor an exit
+        width = indent_of(text)
+        if width == self.exit_width:
+            return max(self.line_start - 1, 0)
+        self.exit_width = width if exits_block(code) else None
+        return None
+
+
+def unreachable(first_prefix: str = "") -> StopRule:
+    """Stop before a generated code line that could never run: one at the indentation of
+    the statement before it when that statement leaves its block (:func:`exits_block`:
+    ``return lo`` then ``return max(x, hi)`` in the same block). The text is cut before the
+    newline that precedes that line; comments and blank lines between are neither.
+    ``first_prefix``: the cursor's line before the output (its first line's start)."""
+    return MatcherRule(lambda: _Unreachable(first_prefix))
+
+
 FENCE = "```"
 
 
@@ -489,8 +540,10 @@ def _loop_repeats(size: int) -> int:
 LOOP_PIECES = ((3, 6), (10, 4))
 """Within a line: a piece of at least 3 characters written 6 times in a row, or of at
 least 10 written 4 times, ends the line in a loop (Tabby's thresholds)."""
-LOOP_PIECE_MAX = 40
-"""The longest piece looked for within a line."""
+LOOP_PIECE_MAX = 100
+"""The longest piece looked for within a line (a 70-character comment, ``# sys.exit(main(sys.argv))
+is equivalent to sys.exit(main(sys.argv))``, written again and again after the code it
+describes, was missed at 40)."""
 _LETTERS = re.compile(r"[A-Za-z_]{2}")
 
 
@@ -516,9 +569,29 @@ def line_loop(line: str) -> str | None:
     return None
 
 
+def comment_at(line: str, marker: str) -> int | None:
+    """Where a line comment starting with ``marker`` (``#``, ``//``) begins in ``line``,
+    outside quoted strings (``"``, ``'``, `````, a backslash escaping), or None."""
+    quote, escaped = "", False
+    for i, c in enumerate(line):
+        if quote:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == quote:
+                quote = ""
+        elif c in QUOTES:
+            quote = c
+        elif line.startswith(marker, i):
+            return i
+    return None
+
+
 class _Loop(_LineMatcher):
-    def __init__(self, closers: Mapping[str, int], known: str, rows: bool) -> None:
+    def __init__(self, closers: Mapping[str, int], known: str, rows: bool, comment: str = "") -> None:
         super().__init__()
+        self.comment = comment
         self.lines: list[tuple[str, int]] = []  # the last complete lines: (text, start)
         self.closers = {k: n for k, n in closers.items() if n > 0}
         self.closer_run = 0  # the same closer line written this many times in a row
@@ -526,10 +599,20 @@ class _Loop(_LineMatcher):
         self.rows = rows  # letterless lines written again are not a loop
 
     def line_grew(self, chunk: str) -> int | None:
-        repeated = line_loop("".join(self.parts))
-        if repeated is not None and repeated not in self.known:
-            return max(self.line_start - 1, 0)
-        return None
+        line = "".join(self.parts)
+        repeated = line_loop(line)
+        if repeated is None or repeated in self.known:
+            return None
+        if self.comment:  # a loop in the line's trailing comment: the code before it stays
+            at = comment_at(line, self.comment)
+            code = line[:at].rstrip() if at is not None else ""
+            if code.strip() and line_loop(code) is None:
+                if line_loop(line[at:]) is not None:
+                    return self.line_start + len(code)
+                # the loop reaches back into the code (the comment says the code again and
+                # again): the comment alone shows it within one more writing of the piece
+                return None
+        return max(self.line_start - 1, 0)
 
     def line_done(self, line: str) -> int | None:
         text = line.rstrip()
@@ -557,7 +640,7 @@ class _Loop(_LineMatcher):
         return None
 
 
-def loop(closers: Mapping[str, int] | None = None, known: str = "", rows: bool = True) -> StopRule:
+def loop(closers: Mapping[str, int] | None = None, known: str = "", rows: bool = True, comment: str = "") -> StopRule:
     """Stop where greedy decoding has fallen into a loop, which it never leaves (seen in
     "Generate function body": a 12-line cycle of ``title = title.replace(...)`` to the
     token cap): a block of up to :data:`LOOP_LINES` lines written again as often as
@@ -581,9 +664,14 @@ def loop(closers: Mapping[str, int] | None = None, known: str = "", rows: bool =
     ``rows``: a block without two letters in a row (``[0, 0, 0, 0],``) written again is
     not a loop (grids and tables of zeros are); False when the code before shows no such
     row written twice in a row (:func:`repeats_rows`), so ``(10, 10, 20),`` written 7
-    times under distinct ``parametrize`` rows is one."""
+    times under distinct ``parametrize`` rows is one.
+
+    ``comment``: the language's line comment marker (``#``, ``//``; "" none known): a loop
+    that lies wholly inside a line's trailing comment (:func:`comment_at`) cuts the line
+    before that comment, keeping the code before it (``sys.exit(main(sys.argv))`` then a
+    comment saying the same thing again and again), instead of dropping the line."""
     lines = "\n".join(line.rstrip() for line in known.replace("\r\n", "\n").split("\n")) if known else ""
-    return MatcherRule(lambda: _Loop(closers or {}, lines, rows))
+    return MatcherRule(lambda: _Loop(closers or {}, lines, rows, comment))
 
 
 ROWS_LOOKBACK = 40

@@ -341,7 +341,7 @@ def generate_body(
         # a whole body: the typing-time rule that ends a statement at its line does not apply
         stop_fn=make_stop_fn("block", ctx.line_prefix, ctx.following_lines, mid_line_blocks=True,
                              fences=FENCE in text, degenerate=settings.stop_degenerate,
-                             before=ctx.prefix, one_definition=False).after(len(heal)),
+                             before=ctx.prefix, one_definition=False, language=language or "").after(len(heal)),
         cancel=cancel,
         first_allowed=prompt.allowed,
         on_step=on_step,

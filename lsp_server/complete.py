@@ -57,7 +57,7 @@ from lsp_server.context import ContextBuilder, ContextState, fs_path
 from lsp_server.fallback import ArPace
 from lsp_server.metrics import ServerMetrics
 from lsp_server.model_host import ModelHost
-from lsp_server.postprocess import comment_lines, cut_at_limit, document_indent_unit, finalize, leaves_open, whole_sentences
+from lsp_server.postprocess import after_exit, comment_lines, cut_at_limit, document_indent_unit, finalize, leaves_open, whole_sentences
 from lsp_server.prompt import (
     CursorContext, Prompt, build_prompt, encode, fim_special_ids, place_context, plan_start, remember_window,
 )  # fmt: skip
@@ -194,6 +194,9 @@ class Completer:
             return Outcome("", ctx.mode, "loading")
         self.registry.touch(doc.uri)
         self.context.places.visit(doc.uri, ctx.prefix.count("\n"))
+        if after_exit(ctx):  # below a ``return`` at the cursor's indentation: nothing there could run
+            self.metrics.outcome("unreachable")
+            return Outcome("", ctx.mode, "unreachable", seconds=time.perf_counter() - t0)
         hit = recall(doc.answers, ctx) if settings.reuse_suggestions else None
         if hit is not None and not (invoked and not hit[0].strip()):
             text, source = hit
@@ -709,7 +712,8 @@ class Completer:
         multi_line = opened or (ctx.mode == "line" and bool(quote))  # ... and at ``"""|"""``
         fences = FENCE in ctx.prefix or FENCE in ctx.suffix  # a Markdown document's, or a docstring's
         rules = make_stop_fn(ctx.mode, ctx.line_prefix, ctx.following_lines, settings.mid_line_blocks, opened, fences,
-                             settings.stop_degenerate, ctx.prefix, docstring=quote)
+                             settings.stop_degenerate, ctx.prefix, docstring=quote,
+                             language=doc.language_id or "")
         unit = document_indent_unit(ctx.prefix[-20000:] + ctx.suffix[:5000], doc.language_id)
         early_s = settings.early_answer_s if ctx.mode == "block" or multi_line else None
         t_start = time.perf_counter()

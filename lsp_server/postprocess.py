@@ -36,9 +36,10 @@ from __future__ import annotations
 
 import re
 
-from fastcoder.stops import CLOSE_BRACKETS, FENCE, BracketDepth
+from fastcoder.stops import CLOSE_BRACKETS, COMMENT_LINE_STARTS, FENCE, BracketDepth, exits_block
 from lsp_server.prompt import AUTO_CLOSERS, BLOCK_COMMENT_END, LINE_SCAN_CHARS, CursorContext
-from lsp_server.stops import LINE_COMMENTS, TAB_WIDTH, indent_width
+from lsp_server.stops import LINE_COMMENTS, PROSE_LANGUAGES, TAB_WIDTH, indent_width
+from lsp_server.strings import open_triple_quote
 
 CLOSERS = set(")]}>\"'`;:,")
 
@@ -319,6 +320,36 @@ def cut_before_exit(text: str, ctx: CursorContext) -> str:
         if own < width and code:  # the suggestion left the cursor's block
             break
     return text
+
+
+EXIT_LOOKBACK = 50
+"""How many lines above the cursor :func:`after_exit` reads for the last code line."""
+
+
+def after_exit(ctx: CursorContext) -> bool:
+    """Whether nothing written at the cursor could run: an empty line (block mode) whose
+    last code line above, at the cursor's indentation, is a statement that leaves the block
+    (:func:`fastcoder.stops.exits_block`; blank and comment lines between): the line below
+    ``return lo`` in an ``if``, where the editor kept the indentation after Enter. A
+    suggestion there would be dead code (the model wrote ``return max(x, hi)``), and an
+    inline suggestion cannot take the indentation back, so there is none (the model does
+    not run). Not in prose (:data:`lsp_server.stops.PROSE_LANGUAGES`) or in a
+    triple-quoted string."""
+    if ctx.mode != "block" or not ctx.at_indentation or ctx.language in PROSE_LANGUAGES:
+        return False
+    end = len(ctx.prefix) - len(ctx.line_prefix) - 1  # the line break before the cursor's line
+    for _ in range(EXIT_LOOKBACK):
+        if end < 0:
+            return False
+        start = ctx.prefix.rfind("\n", 0, end) + 1
+        line = ctx.prefix[start:end].rstrip("\r")
+        end = start - 1
+        code = line.strip()
+        if not code or code.startswith(COMMENT_LINE_STARTS):
+            continue
+        return (indent_width(line) == indent_width(ctx.line_prefix) and exits_block(code)
+                and not open_triple_quote(ctx.prefix, ctx.language))  # fmt: skip
+    return False
 
 
 TAB_LANGUAGES = frozenset({"go", "makefile"})

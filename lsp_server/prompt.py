@@ -67,8 +67,7 @@ from fastcoder import tokens
 from fastcoder.stops import CLOSE_BRACKETS, BracketDepth
 from fastcoder.tokens import TokenInfo
 from lsp_server.documents import tokenizable
-from lsp_server.stops import DOC_STRING_QUOTES
-from lsp_server.strings import open_triple_quote
+from lsp_server.strings import DOC_STRING_QUOTES, open_triple_quote
 
 LAYOUTS = ("anchored", "psm")
 DEFAULT_LAYOUT = "anchored"

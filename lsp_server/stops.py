@@ -38,15 +38,17 @@ from __future__ import annotations
 from typing import Sequence
 
 from fastcoder.stops import (StopRule, StopStrings, any_of, block_end, control_chars, fence_line, first_line_unless_opener, indent_of,
-                             loop, next_definition, open_directives, opened_lines, repeats_rows, runs_into)
+                             loop, next_definition, open_directives, opened_lines, repeats_rows, runs_into, unreachable)
 from lsp_server.signatures import brace_signature
+from lsp_server.strings import DOC_STRING_QUOTES, line_comment
 
 TAB_WIDTH = 4
 LINE_COMMENTS = ("#", "//", "--", ";")
 """Line comment markers of the languages served (a line starting with one is a comment)."""
-DOC_STRING_QUOTES = ('"""', "'''")
-"""The triple quotes of docstrings (:attr:`lsp_server.prompt.CursorContext.docstring`)."""
 DOC_QUOTES = (*DOC_STRING_QUOTES, "/*")
+PROSE_LANGUAGES = frozenset({"markdown", "plaintext", "restructuredtext", "latex", "tex", "asciidoc", "git-commit", "org"})
+"""Language ids (the editor's) of prose, where a line starting with ``return`` or ``break`` is
+words, not a statement (:func:`fastcoder.stops.unreachable` is code's rule)."""
 
 
 def indent_width(line: str) -> int:
@@ -83,7 +85,7 @@ def first_nonblank(lines: Sequence[str]) -> str | None:
 
 def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (), mid_line_blocks: bool = False,
                  opened: bool = False, fences: bool = False, degenerate: bool = True,
-                 before: str = "", one_definition: bool = True, docstring: str = "") -> StopRule:
+                 before: str = "", one_definition: bool = True, docstring: str = "", language: str = "") -> StopRule:
     """The stop rule for a completion whose cursor line starts with ``line_prefix``
     (a :class:`fastcoder.stops.StopRule`: the engine feeds it only the new text; called
     on a whole text it returns that text's cut).
@@ -117,7 +119,9 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     """
     base = indent_width(line_prefix)
     fence = None if fences else fence_line(check_first_line=not line_prefix.strip())
-    garbage = (loop(open_directives(before), rows=repeats_rows(before)), control_chars()) if degenerate else ()
+    code = language not in PROSE_LANGUAGES
+    comment = line_comment(language) if code else ""
+    garbage = (loop(open_directives(before), rows=repeats_rows(before), comment=comment), control_chars()) if degenerate else ()
     if mode == "line":
         if opened:
             return any_of(opened_lines(), block_end(base), fence, *garbage)
@@ -132,4 +136,5 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     # at top level a blank line ends the block already
     definition = next_definition(base, starts_definition) if base and one_definition else None
     closer = StopStrings([docstring]) if docstring else None
-    return any_of(block_end(base), into, one_line, fence, definition, closer, *garbage)
+    dead = unreachable(line_prefix) if code and not docstring else None
+    return any_of(block_end(base), into, one_line, fence, definition, closer, dead, *garbage)

@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import re
 
-from lsp_server.stops import DOC_STRING_QUOTES
+DOC_STRING_QUOTES = ('"""', "'''")
+"""The triple quotes of docstrings (:attr:`lsp_server.prompt.CursorContext.docstring`), and
+of multi-line strings in Python, Julia, Kotlin, Scala, Swift, Groovy, Java (text blocks),
+TOML, Elixir."""
 
 SLASH_COMMENT_LANGUAGES = frozenset({
     "c", "cpp", "csharp", "cuda-cpp", "dart", "go", "groovy", "java", "javascript", "javascriptreact",
@@ -46,6 +49,11 @@ _TRIPLE_END = {q: re.compile(r"\\.|" + q, re.S) for q in DOC_STRING_QUOTES}
 def comment_style(language: str | None) -> str:
     """``"slash"`` for the languages of :data:`SLASH_COMMENT_LANGUAGES`, else ``"hash"``."""
     return "slash" if language in SLASH_COMMENT_LANGUAGES else "hash"
+
+
+def line_comment(language: str | None) -> str:
+    """What starts a line comment in ``language`` (:func:`comment_style`): ``//`` or ``#``."""
+    return "//" if comment_style(language) == "slash" else "#"
 
 
 def open_triple_quote(code: str, language: str | None = None) -> str:

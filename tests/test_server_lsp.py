@@ -655,6 +655,27 @@ async def test_disabled_server_answers_empty(client: LanguageClient, workspace):
         await configure(client, enabled=True)
 
 
+async def test_an_empty_line_below_a_return_at_its_indentation_gets_no_suggestion(client: LanguageClient, workspace):
+    """Below ``return lo``, where the editor kept the indentation after Enter, nothing written
+    could run and an inline suggestion cannot take the indentation back: the answer is empty
+    at once (outcome ``unreachable``), the model does not run; one level out it does."""
+    uri = (workspace / "dead.py").as_uri()
+    dead = "def clamp(x, lo, hi):\n    if x < lo:\n        return lo\n        \n    return min(x, hi)\n"
+    open_doc(client, uri, dead)
+    info = await stats(client)
+    before, unreachable = info["total"]["generations"], info["outcomes"].get("unreachable", 0)
+    answer = await client.text_document_inline_completion_async(inline_params(uri, types.Position(line=3, character=8)))
+    assert list(answer.items if isinstance(answer, types.InlineCompletionList) else answer) == []
+    info = await stats(client)
+    assert info["total"]["generations"] == before and info["outcomes"]["unreachable"] == unreachable + 1
+    live = dead.replace("return lo\n        \n", "return lo\n    \n")
+    uri = (workspace / "live.py").as_uri()
+    open_doc(client, uri, live)
+    await client.text_document_inline_completion_async(inline_params(uri, types.Position(line=3, character=4)))
+    info = await stats(client)
+    assert info["total"]["generations"] == before + 1 and info["outcomes"]["unreachable"] == unreachable + 1
+
+
 async def test_slow_block_is_answered_early_with_its_first_lines(client: LanguageClient, workspace):
     uri = (workspace / "early.py").as_uri()
     text, pos = _slow_block()

@@ -652,6 +652,20 @@ def test_docstring_rules_read_strings_and_comments():
     assert kotlin.in_docstring == '"""' and ctx_at('// a """ quote\nval doc = """\n    |\n    """\n').in_docstring == ""
 
 
+def test_an_empty_line_below_an_exit_at_its_indentation_is_dead():
+    from lsp_server.postprocess import after_exit
+
+    assert after_exit(ctx_at("def clamp(x, lo, hi):\n    if x < lo:\n        return lo\n        |\n    return min(x, hi)\n"))
+    assert after_exit(ctx_at("for x in xs:\n    if x:\n        continue\n        # skip\n\n        |\n"))
+    assert after_exit(ctx_at("  if (!ok) {\n    throw new Error(\"no\");\n    |\n  }\n", language="javascript"))
+    for text, lang in (("def clamp(x, lo, hi):\n    if x < lo:\n        return lo\n    |\n", ""),  # one level out
+                       ("def f():\n    return foo(\n        |\n", ""),  # inside the return's call
+                       ('def f():\n    """Doc.\n\n    return the thing\n    |\n    """\n', ""),  # a docstring's words
+                       ("- return it\n|", "markdown"),  # prose
+                       ("def f():\n    return 1|\n", "")):  # not an empty line
+        assert not after_exit(ctx_at(text, language=lang)), text
+
+
 def test_typed_through_with_auto_closed_brackets():
     last = Suggestion(prefix="    x = ", suffix="\n", mode="block", text="foo(a, b)\n    y = 2")
     # the user typed "foo(" and the editor put ")" right of the cursor

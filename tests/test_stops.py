@@ -220,3 +220,47 @@ def test_a_blank_line_then_a_definition_at_the_cursors_indentation_ends_a_block(
         assert starts_definition(line), line
     for line in ("    x = 1", "    if (x) {", "    return self.name", "    async with lock:", "    for x in xs:", ""):
         assert not starts_definition(line), line
+
+
+def test_a_line_that_could_never_run_ends_the_output():
+    """After a statement that leaves its block (``return``, ``raise``, ``break``,
+    ``continue``, ``throw``), a code line at its indentation is dead: the output ends before
+    it. Comments and blank lines between are neither; a ``return`` continued below, one with
+    a condition after it (Ruby's ``return x if y``) or a key named ``break:`` is no exit."""
+    from fastcoder.stops import exits_block, unreachable
+
+    rule = unreachable("        ")
+    out = "return lo\n        return max(x, hi)\n"
+    assert out[: rule(out)] == "return lo"
+    assert unreachable()("if x:\n    return 1\n# done\n\nreturn 2\n") is None  # one level out: it runs
+    assert unreachable()("if x:\n    return 1\ny = 2\n") is None
+    assert unreachable()("for x in xs:\n    continue\n    # skip\n\n    y = 2\n") == len("for x in xs:\n    continue\n    # skip\n")
+    assert unreachable()("    return foo(\n        a,\n    )\n") is None  # continued: not a whole statement
+    for code in ("return lo", "return a if c else b", "break;", "raise ValueError(\"x\")", "throw new Error(\"a, b\");", "continue"):
+        assert exits_block(code), code
+    for code in ("return foo(", "return x if y", "return x unless y", "return_code = 1", "break: auto", "returned = 1"):
+        assert not exits_block(code), code
+
+
+def test_a_loop_inside_a_trailing_comment_keeps_the_code_before_it():
+    """A piece up to 100 characters written again and again in a line is a loop; inside the
+    line's trailing comment (the language's marker, outside strings) the code before the
+    comment stays, elsewhere the line goes as before."""
+    from fastcoder.stops import comment_at, loop
+
+    said = "  # sys.exit(main(sys.argv)) is equivalent to sys.exit(main(sys.argv))"  # 70 characters
+    out = "sys.exit(main(sys.argv))" + said * 8
+    assert out[: loop(comment="#")(out)] == "sys.exit(main(sys.argv))"
+    # fed as the engine feeds it, a few characters at a time: the whole line is one loop
+    # first (the comment says the code again), then the comment alone
+    matcher = loop(comment="#").matcher()
+    cut = next(c for k in range(0, len(out), 3) if (c := matcher.feed(out[k : k + 3])) is not None)
+    assert out[:cut] == "sys.exit(main(sys.argv))"
+    assert loop()(out) == 0  # no marker known: the line goes
+    assert loop(comment="//")(out) == 0
+    js = "run();" + "  // run() runs it, and run() runs it again" * 6
+    assert js[: loop(comment="//")(js)] == "run();"
+    body = "x = 1\n" + "y = foo(bar(" * 10  # the loop in the code itself: its line goes
+    assert body[: loop(comment="#")(body)] == "x = 1"
+    assert comment_at('s = "# not" + t  # yes', "#") == len('s = "# not" + t  ')
+    assert comment_at("url = 'http://x'", "//") is None

@@ -54,7 +54,9 @@ autoDocstring's ``Args:`` / ``Returns:``) or 24 (``/** | */`` as an editor leave
 TypeScript, Java, C) or 25 (``super().__init__(|)``, ``finally``, a fetch error, SQL placeholders,
 a shell function, ``RUN``, a workflow step, a comprehension's filter, ``os.environ.get(|)``, Go, a
 retry loop, CSS, a Rust word count) or 26 (fortieth session: a triple quote in a comment, a ``'''``
-docstring or a one-line string above the cursor, code below a multi-line docstring; Kotlin's ``//``).
+docstring or a one-line string above the cursor, code below a multi-line docstring; Kotlin's ``//``) or 27 (after a ``return``, a Flask route, relative
+imports, an HTML closing tag, Vue, Lua, SQL, a Markdown list, ``except ... as e``, ``__post_init__``, C#, a
+format spec, the ``__main__`` guard, a sort key).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -451,7 +453,23 @@ BATCH_26 = [  # fortieth session: a triple quote in a comment, a ''' docstring o
     ('fresh.py', 'python', 'QUOTE = \'"""\'\n\n\ndef quote_lines(lines):\n    |\n\n\ndef unquote(text):\n    """Strip QUOTE from both ends.\n\n    Text without them is returned as it is.\n    """\n    return text.removeprefix(QUOTE).removesuffix(QUOTE)\n'),
     ('klass.py', 'python', '# templates use """ for docstrings\n\n\nclass Template:\n    |\n\n\ndef render(t, **kw):\n    """Render t.\n\n    Keyword arguments fill its fields.\n    """\n    return t.text.format(**kw)\n'),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26}[BATCH]
+BATCH_27 = [  # fortieth session: more everyday places (after a return, relative imports, decorators, HTML closing tags, Vue, Lua, SQL comments, Markdown lists, except-as, __post_init__, C# using)
+    ('ret.py', 'python', 'def clamp(x, lo, hi):\n    if x < lo:\n        return lo\n        |\n    return min(x, hi)\n'),
+    ('views.py', 'python', 'from flask import Flask, jsonify\n\napp = Flask(__name__)\n\n\n@app.route("/users/<int:user_id>")\ndef get_user(user_id):\n    return jsonify({"id": user_id})\n\n\n@app.route("|")\n'),
+    ('rel.py', 'python', 'from .models import User, Order\nfrom .db import session\n\n\ndef orders_of(user: User) -> list[Order]:\n    |\n'),
+    ('page.html', 'html', '<ul>\n  <li>Home</li>\n  <li>About</li>\n</|\n'),
+    ('Comp.vue', 'vue', '<template>\n  <button @click="increment">{{ count }}</button>\n</template>\n\n<script setup>\nimport { ref } from "vue";\n\nconst count = ref(0);\n|\n</script>\n'),
+    ('m.lua', 'lua', 'local M = {}\n\nfunction M.split(s, sep)\n  local parts = {}\n  |\nend\n\nreturn M\n'),
+    ('q.sql', 'sql', '-- top customers by revenue\nSELECT c.name, SUM(o.total) AS revenue\nFROM customers c\nJOIN orders o ON o.customer_id = c.id\n|\n'),
+    ('notes.md', 'markdown', '# Release checklist\n\n- Bump the version in `pyproject.toml`\n- Update the changelog\n- |\n'),
+    ('exc.py', 'python', 'import json\n\n\ndef load(path):\n    try:\n        with open(path) as f:\n            return json.load(f)\n    except json.JSONDecodeError as e:\n        |\n'),
+    ('post.py', 'python', 'from dataclasses import dataclass, field\n\n\n@dataclass\nclass Order:\n    items: list[float] = field(default_factory=list)\n    discount: float = 0.0\n\n    def __post_init__(self):\n        |\n'),
+    ('Prog.cs', 'csharp', 'using System;\nusing System.Linq;\n\nclass Program\n{\n    static void Main(string[] args)\n    {\n        var nums = new[] { 3, 1, 2 };\n        |\n    }\n}\n'),
+    ('fmt.py', 'python', 'def show(price):\n    print(f"Total: {price:|}")\n'),
+    ('main.py', 'python', 'import sys\n\n\ndef main(argv: list[str]) -> int:\n    print(argv)\n    return 0\n\n\nif __name__ == "__main__":\n    |\n'),
+    ('srt.py', 'python', 'people = [("ann", 31), ("bob", 25)]\nby_age = sorted(people, key=|)\n'),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26, 27: BATCH_27}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
