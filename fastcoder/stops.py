@@ -438,15 +438,26 @@ def exits_block(code: str) -> bool:
     return depth.depth == 0 and depth.least == 0 and not depth.quote
 
 
+_MULTI_LINE_QUOTES = ('"""', "'''", "`")
+
+
 class _Unreachable(_LineMatcher):
     def __init__(self, first_prefix: str) -> None:
         super().__init__()
         self.first_prefix = first_prefix
         self.exit_width: int | None = None  # the indentation of the exit just written
+        self.in_string = ""  # a multi-line string the output opened and has not closed
 
     def line_done(self, line: str) -> int | None:
         text = self.first_prefix + line if self.index == 0 else line
         code = text.strip()
+        was = self.in_string
+        for quote in _MULTI_LINE_QUOTES:  # (a count per line: a line's words, not a lexer)
+            if (not self.in_string or self.in_string == quote) and code.count(quote) % 2:
+                self.in_string = "" if self.in_string else quote
+        if was or self.in_string:
+            self.exit_width = None  # a string's lines are words, not statements
+            return None
         if not code or code.startswith(COMMENT_LINE_STARTS):
             return None  # blank lines and comments: neither code that runs nor an exit
         width = indent_of(text)

@@ -236,6 +236,8 @@ def test_a_line_that_could_never_run_ends_the_output():
     assert unreachable()("if x:\n    return 1\ny = 2\n") is None
     assert unreachable()("for x in xs:\n    continue\n    # skip\n\n    y = 2\n") == len("for x in xs:\n    continue\n    # skip\n")
     assert unreachable()("    return foo(\n        a,\n    )\n") is None  # continued: not a whole statement
+    assert unreachable()('msg = """\nreturn to sender\nplease\n"""\nsend(msg)\n') is None  # a string's lines
+    assert unreachable()("const t = `\nbreak here\nand here\n`;\nreturn t;\n") is None
     for code in ("return lo", "return a if c else b", "break;", "raise ValueError(\"x\")", "throw new Error(\"a, b\");", "continue"):
         assert exits_block(code), code
     for code in ("return foo(", "return x if y", "return x unless y", "return_code = 1", "break: auto", "returned = 1"):

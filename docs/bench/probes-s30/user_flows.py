@@ -56,7 +56,9 @@ a shell function, ``RUN``, a workflow step, a comprehension's filter, ``os.envir
 retry loop, CSS, a Rust word count) or 26 (fortieth session: a triple quote in a comment, a ``'''``
 docstring or a one-line string above the cursor, code below a multi-line docstring; Kotlin's ``//``) or 27 (after a ``return``, a Flask route, relative
 imports, an HTML closing tag, Vue, Lua, SQL, a Markdown list, ``except ... as e``, ``__post_init__``, C#, a
-format spec, the ``__main__`` guard, a sort key).
+format spec, the ``__main__`` guard, a sort key) or 28 (an attribute, a property, ``map(|)``, a TS interface, ``with
+open``, a loop over items, a Go method, Rust's ``Default``, a test's next assert, a shell loop, a logger, an
+argument, after ``break`` and after a bare ``raise``).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -469,7 +471,23 @@ BATCH_27 = [  # fortieth session: more everyday places (after a return, relative
     ('main.py', 'python', 'import sys\n\n\ndef main(argv: list[str]) -> int:\n    print(argv)\n    return 0\n\n\nif __name__ == "__main__":\n    |\n'),
     ('srt.py', 'python', 'people = [("ann", 31), ("bob", 25)]\nby_age = sorted(people, key=|)\n'),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26, 27: BATCH_27}[BATCH]
+BATCH_28 = [  # fortieth session: bodies typed every day (with, for over items, a property, a Go method, Default, a test's next assert, a shell loop) and after break/raise
+    ('attr.py', 'python', 'class Cart:\n    def __init__(self):\n        self.items = []\n\n    def add(self, item):\n        self.items.|\n'),
+    ('prop.py', 'python', 'class Cart:\n    def __init__(self, prices):\n        self.prices = prices\n\n    @property\n    def total(self):\n        |\n'),
+    ('map.js', 'javascript', 'const users = [{ name: "ann", age: 31 }, { name: "bob", age: 25 }];\nconst names = users.map(|);\n'),
+    ('user.ts', 'typescript', 'interface User {\n  id: number;\n  |\n}\n'),
+    ('with.py', 'python', 'import json\n\n\ndef load(path):\n    with open(path) as f:\n        |\n'),
+    ('items.py', 'python', 'def show(config: dict) -> None:\n    for key, value in config.items():\n        |\n'),
+    ('srv.go', 'go', 'package main\n\ntype Server struct {\n\taddr string\n}\n\nfunc (s *Server) Start() error {\n\t|\n}\n'),
+    ('def.rs', 'rust', 'pub struct Config {\n    pub verbose: bool,\n    pub retries: u32,\n}\n\nimpl Default for Config {\n    fn default() -> Self {\n        |\n    }\n}\n'),
+    ('test_math.py', 'python', 'from mathlib import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n    |\n'),
+    ('loop.sh', 'shellscript', '#!/bin/bash\nfor f in *.txt; do\n  |\ndone\n'),
+    ('log.py', 'python', 'import logging\n\nlogger = logging.getLogger(|)\n'),
+    ('cli.py', 'python', 'import argparse\n\nparser = argparse.ArgumentParser()\nparser.add_argument("--verbose", |)\n'),
+    ('brk.py', 'python', 'def read_all(f):\n    lines = []\n    while True:\n        line = f.readline()\n        if not line:\n            break\n        |\n    return lines\n'),
+    ('rsz.py', 'python', 'def get(d, key):\n    try:\n        return d[key]\n    except KeyError:\n        raise\n        |\n'),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26, 27: BATCH_27, 28: BATCH_28}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
