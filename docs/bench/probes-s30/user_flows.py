@@ -58,7 +58,8 @@ docstring or a one-line string above the cursor, code below a multi-line docstri
 imports, an HTML closing tag, Vue, Lua, SQL, a Markdown list, ``except ... as e``, ``__post_init__``, C#, a
 format spec, the ``__main__`` guard, a sort key) or 28 (an attribute, a property, ``map(|)``, a TS interface, ``with
 open``, a loop over items, a Go method, Rust's ``Default``, a test's next assert, a shell loop, a logger, an
-argument, after ``break`` and after a bare ``raise``).
+argument, after ``break`` and after a bare ``raise``) or 29 (around exits: C and Go switch cases, a ``match`` arm, a
+Ruby modifier, a JS function after ``return``, early returns, ``continue``, Kotlin, a shell ``case``, ``throw``, ``elif``, Rust).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -487,7 +488,21 @@ BATCH_28 = [  # fortieth session: bodies typed every day (with, for over items, 
     ('brk.py', 'python', 'def read_all(f):\n    lines = []\n    while True:\n        line = f.readline()\n        if not line:\n            break\n        |\n    return lines\n'),
     ('rsz.py', 'python', 'def get(d, key):\n    try:\n        return d[key]\n    except KeyError:\n        raise\n        |\n'),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26, 27: BATCH_27, 28: BATCH_28}[BATCH]
+BATCH_29 = [  # fortieth session: around exits (the new rules must not misfire): switch cases, match arms, Ruby modifiers, hoisted functions, early returns
+    ('sw.c', 'c', 'int kind(char c) {\n    switch (c) {\n    case \'a\':\n        return 1;\n    |\n    }\n    return 0;\n}\n'),
+    ('sw.go', 'go', 'package main\n\nfunc name(n int) string {\n\tswitch n {\n\tcase 1:\n\t\treturn "one"\n\t|\n\t}\n\treturn "many"\n}\n'),
+    ('m.py', 'python', 'def area(shape):\n    match shape:\n        case ("circle", r):\n            return 3.14159 * r * r\n        |\n'),
+    ('rb.rb', 'ruby', 'def fetch(key)\n  return nil if key.nil?\n  |\nend\n'),
+    ('hoist.js', 'javascript', 'function total(items) {\n  return sum(items);\n\n  |\n}\n'),
+    ('early.py', 'python', 'def parse(text):\n    if not text:\n        return None\n    |\n'),
+    ('loopc.py', 'python', 'def first_even(xs):\n    for x in xs:\n        if x % 2:\n            continue\n        |\n'),
+    ('kt.kt', 'kotlin', 'fun sign(x: Int): String {\n    if (x < 0) {\n        return "neg"\n    }\n    |\n}\n'),
+    ('case.sh', 'shellscript', '#!/bin/bash\ncase "$1" in\n  start)\n    echo starting\n    ;;\n  |\nesac\n'),
+    ('thr.ts', 'typescript', 'function check(x: number): number {\n  if (x < 0) {\n    throw new Error("negative");\n  }\n  |\n}\n'),
+    ('gen.py', 'python', 'def make(kind):\n    if kind == "a":\n        return A()\n    elif kind == "b":\n        |\n'),
+    ('after.rs', 'rust', 'fn parse(s: &str) -> Option<u32> {\n    if s.is_empty() {\n        return None;\n    }\n    |\n}\n'),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26, 27: BATCH_27, 28: BATCH_28, 29: BATCH_29}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
