@@ -21,7 +21,9 @@ version stays in the delta.
 
 Keys are absolute file paths (strings). Open editor buffers can override the disk:
 ``update_file(path, text)`` indexes ``text`` and ignores the disk version until
-``release_buffer(path)``.
+``release_buffer(path)``. A buffer's text stays in the delta (merges and full builds leave
+it there) and out of what is persisted (:meth:`RepoIndex.export_state`): text the user
+never saved is never written to the index store; the next start reads the file from disk.
 """
 
 from __future__ import annotations
@@ -412,23 +414,24 @@ class RepoIndex:
         with self._lock:
             gens = dict(self._state.gens)
             overrides = dict(self._overrides)
-        items: list[tuple[str, SourceText]] = []
-        for path, src in contents:
-            key = normalize_key(path)
-            if key in overrides:
-                src = SourceText.of_buffer(overrides[key])
-            items.append((key, src))
-        items = list(dict(items).items())
+        items = list(dict((normalize_key(path), src) for path, src in contents).items())
+        buffers = [key for key, _ in items if key in overrides]  # indexed in the delta, below
+        items = [(key, src) for key, src in items if key not in overrides]
         ids = self._tokenize_many(items, progress)
         docs = [
             (key, arr, FileRecord(src.sha256, src.size, src.mtime_ns, int(arr.size), src.mtime_ns < 0))
             for (key, src), arr in zip(items, ids)
         ]
-        self._install_base(docs, gens)
+        self._install_base(docs, gens, keep=set(overrides))
+        if buffers:
+            self.update_files(buffers)
 
-    def _install_base(self, docs: list[tuple[str, np.ndarray, FileRecord]], gens: dict[str, int]) -> None:
+    def _install_base(self, docs: list[tuple[str, np.ndarray, FileRecord]], gens: dict[str, int],
+                      keep: set[str] = frozenset(), moved: dict[str, np.ndarray] | None = None) -> None:  # fmt: skip
         """Build a base from ``docs`` (off the lock) and publish it, reconciled with the
-        changes made since ``gens`` (the generations when the plan was taken)."""
+        changes made since ``gens`` (the generations when the plan was taken). ``keep``:
+        keys left out of the new base on purpose (editor buffers), whose records stay;
+        ``moved``: the tokens of those that were in the old base, which go to the delta."""
         base = TokenDatastore.build([d for _, d, _ in docs], fingerprint=self.fingerprint, meta={"kind": "repo"})
         with self._lock:
             st = self._state
@@ -442,8 +445,11 @@ class RepoIndex:
                         st.gens[key] = self._new_gen()
                 else:
                     dead.add(i)  # changed or removed meanwhile: the newer state wins
+            for key, arr in (moved or {}).items():
+                if key in st.base_docs and st.gens.get(key) == gens.get(key):
+                    st.delta_docs[key] = arr  # a buffer the old base held: to the delta
             for key in list(st.records):
-                if key not in new_docs and st.gens.get(key) == gens.get(key):
+                if key not in new_docs and key not in keep and st.gens.get(key) == gens.get(key):
                     # untouched since the plan but not in the new base: gone
                     st.records.pop(key, None)
                     st.gens.pop(key, None)
@@ -459,9 +465,10 @@ class RepoIndex:
     # ------------------------------------------------------------------ merging
     def _needs_merge(self) -> bool:
         st = self._state
-        delta_tokens = sum(int(a.size) for a in st.delta_docs.values())
+        files = [a for k, a in st.delta_docs.items() if not self._is_buffer(k)]  # buffers stay in the delta
+        delta_tokens = sum(int(a.size) for a in files)
         return (
-            len(st.delta_docs) >= self.merge_files
+            len(files) >= self.merge_files
             or delta_tokens >= self.merge_tokens
             or (len(st.dead) > max(64, st.base.n_docs // 4))
         )
@@ -498,13 +505,15 @@ class RepoIndex:
             st = self._state
             gens = dict(st.gens)
             base = st.base
+            keep = {k for k in st.records if self._is_buffer(k)}  # editor buffers stay in the delta
             plan: list[tuple[str, np.ndarray | int, FileRecord]] = [
-                (k, i, st.records[k]) for k, i in st.base_docs.items()
-            ] + [(k, a, st.records[k]) for k, a in st.delta_docs.items()]
+                (k, i, st.records[k]) for k, i in st.base_docs.items() if k not in keep
+            ] + [(k, a, st.records[k]) for k, a in st.delta_docs.items() if k not in keep]
+            moved = {k: i for k, i in st.base_docs.items() if k in keep}
         docs = [
             (k, base.doc_tokens(x) if isinstance(x, int) else x, rec) for k, x, rec in plan
         ]
-        self._install_base(docs, gens)
+        self._install_base(docs, gens, keep, {k: np.array(base.doc_tokens(i), dtype=np.int32) for k, i in moved.items()})
         log.debug("merged %d files into a new base in %.2f s", len(docs), time.perf_counter() - t0)
         if self.on_merged is not None:
             try:
@@ -526,21 +535,35 @@ class RepoIndex:
         self.wait_merged()
 
     # ------------------------------------------------------------------ persistence
+    def _is_buffer(self, key: str) -> bool:
+        """Whether ``key``'s indexed content is an editor buffer's (holds the lock)."""
+        rec = self._state.records.get(key)
+        return rec is not None and rec.buffer
+
     def export_state(self) -> SavedState:
-        """A consistent copy of what to persist (the stores are shared, not copied)."""
+        """A consistent copy of what to persist (the stores are shared, not copied), without
+        the editor buffers: their records are left out (the next start reads those files
+        from disk) and, when the delta holds one, the delta saved is built again from the
+        other files (a few small files; the base never holds a buffer)."""
         with self._lock:
             st = self._state
             snap = self._snap
+            records = {k: r for k, r in st.records.items() if not r.buffer}
             delta_keys = list(st.delta_docs) if snap.delta is not None else []
-            return SavedState(
+            kept = [k for k in delta_keys if k in records]
+            arrays = [st.delta_docs[k] for k in kept] if len(kept) < len(delta_keys) else None
+            state = SavedState(
                 base=st.base,
                 delta=snap.delta,
-                base_docs=dict(st.base_docs),
-                delta_docs={k: i for i, k in enumerate(delta_keys)},
-                records=dict(st.records),
+                base_docs={k: i for k, i in st.base_docs.items() if k in records},
+                delta_docs={k: i for i, k in enumerate(kept)},
+                records=records,
                 version=snap.version,
                 base_serial=self._base_serial,
             )
+        if arrays is not None:  # off the lock
+            state.delta = TokenDatastore.build(arrays, fingerprint=self.fingerprint) if arrays else None
+        return state
 
     def replace_base_store(self, serial: int, store: TokenDatastore) -> None:
         """Swap the base for an identical store (e.g. its memory-mapped saved copy),
@@ -563,7 +586,12 @@ class RepoIndex:
             if saved.delta is not None:
                 for key, i in saved.delta_docs.items():
                     st.delta_docs[key] = np.array(saved.delta.doc_tokens(i), dtype=np.int32)
-            st.records = {k: r for k, r in saved.records.items() if k in st.base_docs or k in st.delta_docs}
+            # (a store written before buffers were kept out of it may name some: read from disk again)
+            st.records = {k: r for k, r in saved.records.items() if (k in st.base_docs or k in st.delta_docs) and not r.buffer}
+            for key in [k for k in st.base_docs if k not in st.records]:
+                st.dead.add(st.base_docs.pop(key))
+            for key in [k for k in st.delta_docs if k not in st.records]:
+                del st.delta_docs[key]
             for key in st.records:
                 st.gens[key] = self._new_gen()
             self._state = st

@@ -11,7 +11,7 @@ from fastcoder.datastore import TokenDatastore
 from fastcoder.errors import DatastoreError
 from indexer.persist import IndexStore, store_dir
 from indexer.workspace import WorkspaceIndex
-from test_indexer_support import has_phrase, isolated_cache, phrase, write  # noqa: F401 - fixture
+from test_indexer_support import has_phrase, isolated_cache, phrase, wait_until, write  # noqa: F401 - fixture
 
 FP = "fp-test"
 
@@ -202,3 +202,37 @@ def test_stale_stores_are_pruned_and_the_live_ones_kept(repo_dir, tmp_path, tiny
     assert idx.wait_ready(60) and idx.flush()
     idx.stop()
     assert not (index_dir / name(7)).exists() and idx.store.directory.exists() and live.exists() and foreign.exists()
+
+
+def test_unsaved_buffer_text_is_never_written_to_the_store(repo_dir, tiny_tokenizer, isolated_cache):
+    """Text typed into an editor buffer and never saved is searchable while the buffer is
+    open, but no store file holds it, through merges and saves (the base and the delta
+    saved are decoded whole, tombstoned documents included); the next start reads the
+    file from disk, and an unsaved new file is not there at all."""
+    tok = tiny_tokenizer
+    idx = make(repo_dir, tok, merge_files=3)
+    idx.open()
+    idx.start()
+    try:
+        idx.update_buffer(repo_dir / "alpha.py", f"# alpha\n{phrase('secret')}\n")  # an unsaved edit
+        idx.update_buffer(repo_dir / "draft.py", f"{phrase('hotel')}\n")  # a new file, never saved
+        assert idx.flush()
+        assert has_phrase(idx.source, tok, "secret") and has_phrase(idx.source, tok, "hotel")
+        for tag in ("india", "juliet", "kilo", "lima"):  # files changed on disk: merges run
+            write(repo_dir / f"{tag}.py", f"{phrase(tag)}\n")
+        wait_until(lambda: idx.flush() and has_phrase(idx.source, tok, "lima"), what="the new files")
+        idx.repo.merge()  # and one more, with the buffers open
+        assert idx.repo.wait_merged(10) and idx.save(force=True)
+        assert has_phrase(idx.source, tok, "secret")  # still searchable in this session
+        saved = IndexStore(idx.store.directory, FP).load()
+        stores = [saved.base] + ([saved.delta] if saved.delta is not None else [])
+        texts = [tok.decode(list(store.doc_tokens(i))) for store in stores for i in range(store.n_docs)]
+        assert texts and not any("secretw" in t or "hotelw" in t for t in texts)
+        assert str(repo_dir / "alpha.py") not in saved.records and str(repo_dir / "draft.py") not in saved.records
+    finally:
+        idx.stop()
+    idx2 = make(repo_dir, tok)
+    assert idx2.open().mode == "loaded"
+    assert has_phrase(idx2.source, tok, "alpha") and not has_phrase(idx2.source, tok, "secret")
+    assert not has_phrase(idx2.source, tok, "hotel") and has_phrase(idx2.source, tok, "lima")
+    idx2.stop()

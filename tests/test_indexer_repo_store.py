@@ -130,6 +130,29 @@ def test_base_delta_tombstones_equal_brute_force(tmp_path, tiny_tokenizer):
     assert s["base_dead"] == 0 and s["delta_files"] == 0 and s["base_docs"] == len(files)
     _check_against_reference(repo, tok, files, contexts)
 
+    # an open buffer stays in the delta through a merge (it is never persisted), and
+    # searches still equal a fresh build; released, the next merge takes the file in
+    repo.update_file(keys[3], text=buf)
+    repo.merge()
+    s = repo.stats()
+    assert s["delta_files"] == 1 and s["base_docs"] == len(files) - 1
+    _check_against_reference(repo, tok, {**files, keys[3]: buf}, contexts)
+    repo.release_buffer(keys[3])
+    repo.merge()
+    assert repo.stats()["delta_files"] == 0
+    _check_against_reference(repo, tok, files, contexts)
+
+
+def test_open_buffers_do_not_count_toward_a_merge(tmp_path, tiny_tokenizer):
+    """Buffers stay in the delta, so they must not make the delta look due for a merge:
+    more open buffers than ``merge_files`` would merge again and again for nothing."""
+    repo = RepoIndex(tiny_tokenizer, merge_files=2)
+    for i in range(5):
+        repo.update_file(tmp_path / f"open{i}.py", text=f"value_{i} = compute({i})\n")
+    assert repo.wait_merged(10) and not repo.merging
+    s = repo.stats()
+    assert s["delta_files"] == 5 and s["base_docs"] == 0 and s["buffers"] == 5
+
 
 def test_unchanged_content_is_not_retokenized(tmp_path, tiny_tokenizer):
     p = tmp_path / "a.py"
