@@ -21,9 +21,11 @@ version stays in the delta.
 
 Keys are absolute file paths (strings). Open editor buffers can override the disk:
 ``update_file(path, text)`` indexes ``text`` and ignores the disk version until
-``release_buffer(path)``. A buffer's text stays in the delta (merges and full builds leave
-it there) and out of what is persisted (:meth:`RepoIndex.export_state`): text the user
-never saved is never written to the index store; the next start reads the file from disk.
+``release_buffer(path)``. A buffer whose text differs from the file on disk (unsaved
+edits, a new file never saved) stays in the delta (merges and full builds leave it there)
+and out of what is persisted (:meth:`RepoIndex.export_state`): text the user never saved is
+never written to the index store; the next start reads the file from disk. A buffer equal
+to its file (opened, or saved since) is indexed and persisted as the file.
 """
 
 from __future__ import annotations
@@ -415,14 +417,16 @@ class RepoIndex:
             gens = dict(self._state.gens)
             overrides = dict(self._overrides)
         items = list(dict((normalize_key(path), src) for path, src in contents).items())
-        buffers = [key for key, _ in items if key in overrides]  # indexed in the delta, below
-        items = [(key, src) for key, src in items if key not in overrides]
+        # an unsaved buffer (its text not the file's) is indexed in the delta, below
+        unsaved = {key for key, text in overrides.items() if SourceText.of_buffer(text).sha256 != self._disk_sha(key)}
+        buffers = [key for key, _ in items if key in unsaved]
+        items = [(key, src) for key, src in items if key not in unsaved]
         ids = self._tokenize_many(items, progress)
         docs = [
             (key, arr, FileRecord(src.sha256, src.size, src.mtime_ns, int(arr.size), src.mtime_ns < 0))
             for (key, src), arr in zip(items, ids)
         ]
-        self._install_base(docs, gens, keep=set(overrides))
+        self._install_base(docs, gens, keep=unsaved)
         if buffers:
             self.update_files(buffers)
 
@@ -502,10 +506,14 @@ class RepoIndex:
         Re-uses the stored tokens: nothing is re-tokenized."""
         t0 = time.perf_counter()
         with self._lock:
+            examined = {k: r.sha256 for k, r in self._state.records.items() if r.buffer}
+        saved = {k for k, sha in examined.items() if sha == self._disk_sha(k)}  # buffers equal to their files
+        with self._lock:
             st = self._state
             gens = dict(st.gens)
             base = st.base
-            keep = {k for k in st.records if self._is_buffer(k)}  # editor buffers stay in the delta
+            # unsaved buffers (and any that changed since they were compared) stay in the delta
+            keep = {k for k, r in st.records.items() if r.buffer and not (k in saved and examined[k] == r.sha256)}
             plan: list[tuple[str, np.ndarray | int, FileRecord]] = [
                 (k, i, st.records[k]) for k, i in st.base_docs.items() if k not in keep
             ] + [(k, a, st.records[k]) for k, a in st.delta_docs.items() if k not in keep]
@@ -540,30 +548,45 @@ class RepoIndex:
         rec = self._state.records.get(key)
         return rec is not None and rec.buffer
 
+    def _disk_sha(self, key: str) -> str | None:
+        """The sha256 of the file ``key`` on disk as it would be indexed (None: unreadable,
+        gone, too large). Reads the file: never under the writer lock."""
+        src = read_source(key, self.max_bytes)
+        return src.sha256 if src is not None else None
+
     def export_state(self) -> SavedState:
         """A consistent copy of what to persist (the stores are shared, not copied), without
-        the editor buffers: their records are left out (the next start reads those files
-        from disk) and, when the delta holds one, the delta saved is built again from the
-        other files (a few small files; the base never holds a buffer)."""
+        unsaved editor buffers: a buffer whose text is the file's on disk is saved as the
+        file; the others are left out (the next start reads those files from disk) and,
+        when the delta holds one, the delta saved is built again from the other files (a few
+        small files; the base never holds an unsaved buffer). Reads the open buffers' files."""
         with self._lock:
             st = self._state
             snap = self._snap
-            records = {k: r for k, r in st.records.items() if not r.buffer}
+            records = dict(st.records)
+            base_docs = dict(st.base_docs)
             delta_keys = list(st.delta_docs) if snap.delta is not None else []
-            kept = [k for k in delta_keys if k in records]
-            arrays = [st.delta_docs[k] for k in kept] if len(kept) < len(delta_keys) else None
-            state = SavedState(
-                base=st.base,
-                delta=snap.delta,
-                base_docs={k: i for k, i in st.base_docs.items() if k in records},
-                delta_docs={k: i for i, k in enumerate(kept)},
-                records=records,
-                version=snap.version,
-                base_serial=self._base_serial,
-            )
-        if arrays is not None:  # off the lock
-            state.delta = TokenDatastore.build(arrays, fingerprint=self.fingerprint) if arrays else None
-        return state
+            delta_arrays = dict(st.delta_docs)
+            version, serial, base, delta = snap.version, self._base_serial, st.base, snap.delta
+        for key, rec in [(k, r) for k, r in records.items() if r.buffer]:  # off the lock
+            src = read_source(key, self.max_bytes)
+            if src is not None and src.sha256 == rec.sha256:
+                records[key] = replace(rec, buffer=False, mtime_ns=src.mtime_ns, size=src.size)
+            else:
+                del records[key]
+        kept = [k for k in delta_keys if k in records]
+        if len(kept) < len(delta_keys):
+            arrays = [delta_arrays[k] for k in kept]
+            delta = TokenDatastore.build(arrays, fingerprint=self.fingerprint) if arrays else None
+        return SavedState(
+            base=base,
+            delta=delta,
+            base_docs={k: i for k, i in base_docs.items() if k in records},
+            delta_docs={k: i for i, k in enumerate(kept)},
+            records=records,
+            version=version,
+            base_serial=serial,
+        )
 
     def replace_base_store(self, serial: int, store: TokenDatastore) -> None:
         """Swap the base for an identical store (e.g. its memory-mapped saved copy),

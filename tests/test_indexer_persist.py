@@ -208,7 +208,8 @@ def test_unsaved_buffer_text_is_never_written_to_the_store(repo_dir, tiny_tokeni
     """Text typed into an editor buffer and never saved is searchable while the buffer is
     open, but no store file holds it, through merges and saves (the base and the delta
     saved are decoded whole, tombstoned documents included); the next start reads the
-    file from disk, and an unsaved new file is not there at all."""
+    file from disk, and an unsaved new file is not there at all. A buffer equal to its
+    file is saved as the file."""
     tok = tiny_tokenizer
     idx = make(repo_dir, tok, merge_files=3)
     idx.open()
@@ -216,6 +217,7 @@ def test_unsaved_buffer_text_is_never_written_to_the_store(repo_dir, tiny_tokeni
     try:
         idx.update_buffer(repo_dir / "alpha.py", f"# alpha\n{phrase('secret')}\n")  # an unsaved edit
         idx.update_buffer(repo_dir / "draft.py", f"{phrase('hotel')}\n")  # a new file, never saved
+        idx.update_buffer(repo_dir / "bravo.py", (repo_dir / "bravo.py").read_text())  # opened, not changed
         assert idx.flush()
         assert has_phrase(idx.source, tok, "secret") and has_phrase(idx.source, tok, "hotel")
         for tag in ("india", "juliet", "kilo", "lima"):  # files changed on disk: merges run
@@ -228,7 +230,10 @@ def test_unsaved_buffer_text_is_never_written_to_the_store(repo_dir, tiny_tokeni
         stores = [saved.base] + ([saved.delta] if saved.delta is not None else [])
         texts = [tok.decode(list(store.doc_tokens(i))) for store in stores for i in range(store.n_docs)]
         assert texts and not any("secretw" in t or "hotelw" in t for t in texts)
-        assert str(repo_dir / "alpha.py") not in saved.records and str(repo_dir / "draft.py") not in saved.records
+        names = {os.path.basename(k): r for k, r in saved.records.items()}
+        assert "alpha.py" not in names and "draft.py" not in names
+        # a buffer equal to its file is saved as the file (the next start does not read it again)
+        assert not names["bravo.py"].buffer and names["bravo.py"].mtime_ns == (repo_dir / "bravo.py").stat().st_mtime_ns
     finally:
         idx.stop()
     idx2 = make(repo_dir, tok)
