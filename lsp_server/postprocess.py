@@ -39,7 +39,7 @@ import re
 from fastcoder.stops import CLOSE_BRACKETS, COMMENT_LINE_STARTS, FENCE, BracketDepth, exits_block
 from lsp_server.prompt import AUTO_CLOSERS, BLOCK_COMMENT_END, LINE_SCAN_CHARS, CursorContext
 from lsp_server.stops import LINE_COMMENTS, PROSE_LANGUAGES, TAB_WIDTH, indent_width
-from lsp_server.strings import open_triple_quote
+from lsp_server.strings import DOC_STRING_QUOTES, open_triple_quote, open_triple_quote_at
 
 CLOSERS = set(")]}>\"'`;:,")
 
@@ -254,6 +254,22 @@ EXITS = re.compile(r"(return|raise|break|continue|throw)(\b|$)")
 
 HEADER = re.compile(r"(async\s+)?(def|class|if|elif|else|for|while|with|try|except|finally|match|case)\b.*:\s*(#.*)?$")
 """A Python compound statement's header (its body follows on deeper-indented lines)."""
+
+
+def cut_open_string(text: str, ctx: CursorContext) -> str:
+    '''``text`` (a block suggestion) up to the line where it opens a triple-quoted string it
+    does not close: a suggestion cut by its limit in a docstring (``def fetch(url, timeout:
+    |`` got ``int = 10) -> str:`` and a docstring's first words) would leave everything below
+    the cursor inside that string once accepted. The whole line of the opener goes; "" when
+    it is the first. Not when the cursor is in such a string already (the docstring rules').'''
+    if not any(q in text for q in DOC_STRING_QUOTES):
+        return text
+    head = ctx.line_prefix  # the cursor line's code before the output: a comment, a quote
+    quote, at = open_triple_quote_at(head + text, ctx.language)
+    if not quote or at < len(head) or open_triple_quote(ctx.prefix, ctx.language):
+        return text
+    start = text.rfind("\n", 0, at - len(head))
+    return text[:start] if start > 0 else ""
 
 
 def drop_open_header(text: str, ctx: CursorContext) -> str:
@@ -512,6 +528,7 @@ def finalize(text: str, ctx: CursorContext, *, indent_unit: str | None = None, k
         text = "\n".join(lines)
         text = drop_repeated_lines(text, ctx.following_lines)
         text = cut_before_exit(text, ctx)
+        text = cut_open_string(text, ctx)
         text = drop_open_header(text, ctx)
         if language == "json":
             text = drop_trailing_comma(text, ctx)

@@ -60,9 +60,15 @@ def open_triple_quote(code: str, language: str | None = None) -> str:
     '''The triple quote (``"""`` or ``\'\'\'``) of the string that ``code`` ends inside, or ""
     (it ends in code, a comment or a one-line string). ``language``: the editor's language
     id, which says what starts a comment (:func:`comment_style`).'''
+    return open_triple_quote_at(code, language)[0]
+
+
+def open_triple_quote_at(code: str, language: str | None = None) -> tuple[str, int]:
+    """:func:`open_triple_quote` and where in ``code`` that string opens (-1: none, or past
+    :data:`MAX_SCAN_CHARS`, where only the count of quotes decides)."""
     if len(code) > MAX_SCAN_CHARS:
         odd = [q for q in DOC_STRING_QUOTES if code.count(q) % 2]
-        return odd[0] if len(odd) == 1 else ""
+        return (odd[0] if len(odd) == 1 else ""), -1
     special = _SPECIAL[comment_style(language)]
     pos = 0
     while (m := special.search(code, pos)) is not None:
@@ -70,18 +76,18 @@ def open_triple_quote(code: str, language: str | None = None) -> str:
         if token in ("#", "//"):
             pos = code.find("\n", pos) + 1
             if pos == 0:
-                return ""  # in a line comment
+                return "", -1  # in a line comment
         elif token == "/*":
             pos = code.find("*/", pos) + 2
             if pos == 1:
-                return ""  # in a block comment
+                return "", -1  # in a block comment
         else:
             end = (_TRIPLE_END if len(token) == 3 else _ONE_LINE_END)[token]
             while True:
                 e = end.search(code, pos)
                 if e is None:
-                    return token if len(token) == 3 else ""
+                    return (token, m.start()) if len(token) == 3 else ("", -1)
                 pos = e.end()
                 if not e.group().startswith("\\"):
                     break
-    return ""
+    return "", -1

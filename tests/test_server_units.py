@@ -666,6 +666,23 @@ def test_an_empty_line_below_an_exit_at_its_indentation_is_dead():
         assert not after_exit(ctx_at(text, language=lang)), text
 
 
+def test_a_block_suggestion_never_leaves_a_triple_quoted_string_open():
+    """A block suggestion cut in a docstring it opened ends before the opener's line: once
+    accepted, everything below the cursor would be inside the string."""
+    from lsp_server.postprocess import cut_open_string
+
+    sig = ctx_at("import requests\n\n\ndef fetch(url: str, timeout: |\n")
+    cut = 'int = 10) -> str:\n    """\n    Fetches a webpage from the given URL with a specified timeout.'
+    assert cut_open_string(cut, sig) == "int = 10) -> str:" and finalize(cut, sig) == "int = 10) -> str:"
+    body = ctx_at("def f():\n    |\n")
+    assert cut_open_string('"""Summary of it', body) == ""  # the opener on the first line: nothing
+    closed = 'x = 1\n    y = """a"""\n    doc = """\n    text\n    """'
+    assert cut_open_string(closed, body) == closed  # closed strings stay
+    assert cut_open_string("x = 1  # a \"\"\" quote", body) == "x = 1  # a \"\"\" quote"  # in a comment
+    inside = ctx_at('def f():\n    """\n    |\n    """\n')  # the cursor in a docstring: its own rules
+    assert cut_open_string('text\n    """', inside) == 'text\n    """'
+
+
 def test_typed_through_with_auto_closed_brackets():
     last = Suggestion(prefix="    x = ", suffix="\n", mode="block", text="foo(a, b)\n    y = 2")
     # the user typed "foo(" and the editor put ")" right of the cursor

@@ -59,7 +59,8 @@ imports, an HTML closing tag, Vue, Lua, SQL, a Markdown list, ``except ... as e`
 format spec, the ``__main__`` guard, a sort key) or 28 (an attribute, a property, ``map(|)``, a TS interface, ``with
 open``, a loop over items, a Go method, Rust's ``Default``, a test's next assert, a shell loop, a logger, an
 argument, after ``break`` and after a bare ``raise``) or 29 (around exits: C and Go switch cases, a ``match`` arm, a
-Ruby modifier, a JS function after ``return``, early returns, ``continue``, Kotlin, a shell ``case``, ``throw``, ``elif``, Rust).
+Ruby modifier, a JS function after ``return``, early returns, ``continue``, Kotlin, a shell ``case``, ``throw``, ``elif``, Rust) or 30 (``__eq__``, a None check, a JS ``try``, ``useEffect``, a signature,
+a generator, an ORM column, a pytest fixture, loops in Go, C and Java, ``join``, a Rust ``match``, a JSON array).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -502,7 +503,23 @@ BATCH_29 = [  # fortieth session: around exits (the new rules must not misfire):
     ('gen.py', 'python', 'def make(kind):\n    if kind == "a":\n        return A()\n    elif kind == "b":\n        |\n'),
     ('after.rs', 'rust', 'fn parse(s: &str) -> Option<u32> {\n    if s.is_empty() {\n        return None;\n    }\n    |\n}\n'),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26, 27: BATCH_27, 28: BATCH_28, 29: BATCH_29}[BATCH]
+BATCH_30 = [  # fortieth session: more bodies and arguments typed every day (dunder methods, a None check, try blocks, useEffect, signatures, generators, ORM columns, fixtures, loops in Go/C/Java, join)
+    ('eq.py', 'python', 'class Point:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n\n    def __eq__(self, other):\n        |\n'),
+    ('none.py', 'python', 'def name_of(user):\n    if user is None:\n        |\n    return user.name\n'),
+    ('try.js', 'javascript', 'async function save(data) {\n  try {\n    |\n  } catch (e) {\n    console.error(e);\n  }\n}\n'),
+    ('eff.jsx', 'javascriptreact', 'import { useEffect, useState } from "react";\n\nexport function Clock() {\n  const [now, setNow] = useState(new Date());\n  useEffect(() => {\n    |\n  }, []);\n  return <span>{now.toLocaleTimeString()}</span>;\n}\n'),
+    ('sig.py', 'python', 'import requests\n\n\ndef fetch(url: str, timeout: |\n'),
+    ('gen.py', 'python', 'def chunks(xs, n):\n    for i in range(0, len(xs), n):\n        |\n'),
+    ('orm.py', 'python', 'from sqlalchemy import Column, Integer, String\nfrom .base import Base\n\n\nclass User(Base):\n    __tablename__ = "users"\n\n    id = Column(Integer, primary_key=True)\n    name = Column(|)\n'),
+    ('conftest.py', 'python', 'import pytest\n\nfrom app import create_app\n\n\n@pytest.fixture\ndef client():\n    |\n'),
+    ('rng.go', 'go', 'package main\n\nfunc total(items []Item) int {\n\tsum := 0\n\tfor _, item := range items {\n\t\t|\n\t}\n\treturn sum\n}\n'),
+    ('for.c', 'c', 'int sum(const int *a, int n) {\n    int s = 0;\n    for (int i = 0; i < n; i++) {\n        |\n    }\n    return s;\n}\n'),
+    ('Each.java', 'java', 'import java.util.List;\n\nclass Printer {\n    static void printAll(List<String> list) {\n        for (String s : list) {\n            |\n        }\n    }\n}\n'),
+    ('join.py', 'python', 'def describe(tags):\n    return ", ".join(|)\n'),
+    ('cmd.rs', 'rust', 'fn run(cmd: &str) {\n    match cmd {\n        "start" => start(),\n        |\n    }\n}\n'),
+    ('arr.json', 'json', '{\n  "users": [\n    { "id": 1, "name": "ann" },\n    |\n  ]\n}\n'),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26, 27: BATCH_27, 28: BATCH_28, 29: BATCH_29, 30: BATCH_30}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
