@@ -60,7 +60,9 @@ format spec, the ``__main__`` guard, a sort key) or 28 (an attribute, a property
 open``, a loop over items, a Go method, Rust's ``Default``, a test's next assert, a shell loop, a logger, an
 argument, after ``break`` and after a bare ``raise``) or 29 (around exits: C and Go switch cases, a ``match`` arm, a
 Ruby modifier, a JS function after ``return``, early returns, ``continue``, Kotlin, a shell ``case``, ``throw``, ``elif``, Rust) or 30 (``__eq__``, a None check, a JS ``try``, ``useEffect``, a signature,
-a generator, an ORM column, a pytest fixture, loops in Go, C and Java, ``join``, a Rust ``match``, a JSON array).
+a generator, an ORM column, a pytest fixture, loops in Go, C and Java, ``join``, a Rust ``match``, a JSON array) or 31 (inside a line, code right of the cursor: an f-string, a condition, a
+parameter list, a returned dict, an assert, ``range(|)``, ``open(|)``, a comprehension, a logging call, a TS type
+argument, format calls in Go, C and Rust).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -519,7 +521,23 @@ BATCH_30 = [  # fortieth session: more bodies and arguments typed every day (dun
     ('cmd.rs', 'rust', 'fn run(cmd: &str) {\n    match cmd {\n        "start" => start(),\n        |\n    }\n}\n'),
     ('arr.json', 'json', '{\n  "users": [\n    { "id": 1, "name": "ann" },\n    |\n  ]\n}\n'),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26, 27: BATCH_27, 28: BATCH_28, 29: BATCH_29, 30: BATCH_30}[BATCH]
+BATCH_31 = [  # fortieth session: inside a line, code right of the cursor, in everyday calls
+    ('ff.py', 'python', 'def greet(name, age):\n    print(f"{|}")\n'),
+    ('and.js', 'javascript', 'function ok(x, y) {\n  if (x > 0 && |) {\n    return true;\n  }\n  return false;\n}\n'),
+    ('init.py', 'python', 'class Account:\n    def __init__(self, |):\n        self.owner = owner\n        self.balance = balance\n'),
+    ('ret.py', 'python', 'def health():\n    ok = db.ping()\n    return {"status": |}\n'),
+    ('st.py', 'python', 'def test_home(client):\n    response = client.get("/")\n    assert response.status_code == |\n'),
+    ('rng.py', 'python', 'def squares(n):\n    out = []\n    for i in range(|):\n        out.append(i * i)\n    return out\n'),
+    ('op.py', 'python', 'def count_lines(path):\n    with open(|) as f:\n        return sum(1 for _ in f)\n'),
+    ('lc.py', 'python', 'def doubled(values):\n    return [v * 2 for v in |]\n'),
+    ('rv.py', 'python', 'def check(value):\n    if value < 0:\n        raise ValueError(f"bad value: {|}")\n    return value\n'),
+    ('lg.py', 'python', 'import logging\n\nlog = logging.getLogger(__name__)\n\n\ndef load(items):\n    log.info("loaded %d items", |)\n'),
+    ('rec.ts', 'typescript', 'const counts: Record<string, |> = {};\nfor (const w of words) counts[w] = (counts[w] ?? 0) + 1;\n'),
+    ('pf.go', 'go', 'package main\n\nimport "fmt"\n\nfunc show(name string, n int) {\n\tfmt.Printf("%s has %d items\\n", |)\n}\n'),
+    ('pf.c', 'c', '#include <stdio.h>\n\nvoid show(const char *name, int n) {\n    printf("%s has %d items\\n", |);\n}\n'),
+    ('pl.rs', 'rust', 'fn show(name: &str, n: usize) {\n    println!("{} has {} items", |);\n}\n'),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26, 27: BATCH_27, 28: BATCH_28, 29: BATCH_29, 30: BATCH_30, 31: BATCH_31}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
