@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from fastcoder.drafters import Sources
     from fastcoder.engine import Engine
     from fastcoder.models import DEFAULT_MODEL, load_model
-    from fastcoder.stops import block_end, indent_of
+    from fastcoder.stops import body_end, indent_of
     from fastcoder_cli.commands.generate_cmd import body_span
 
     targets = _targets(args.targets or DEFAULT_TARGETS, args.workspace)
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             index.update_buffer(path.resolve(), masked)  # no leakage of the lines we generate
             index.flush()
         prompt = engine.encode(prefix)[-args.max_prompt_tokens :]
-        stop = block_end(indent_of(lines[first - 1]), check_first_line=True)
+        stop = body_end(indent_of(lines[first - 1]))
         if not warmed:
             for m in ("ar", "fastcoder"):
                 engine.generate(prompt[-64:], cfg.replace(method=m, max_new_tokens=4), sources=sources)

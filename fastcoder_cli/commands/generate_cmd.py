@@ -23,7 +23,7 @@ from pathlib import Path
 
 from fastcoder.config import METHODS, DecodeConfig
 from fastcoder.errors import FastCoderError
-from fastcoder.stops import block_end, indent_of
+from fastcoder.stops import body_end, indent_of
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
 
         sources.dc = load_common(args.common, tok) if args.common else ensure_common(tok)
 
-    stop = block_end(indent_of(lines[first - 1]), check_first_line=True)
+    stop = body_end(indent_of(lines[first - 1]))
     cfg = DecodeConfig(method=args.method, max_new_tokens=args.max_new_tokens, max_draft_tokens=args.max_draft_tokens)
     engine.generate(prompt[-64:], cfg.replace(max_new_tokens=4), sources=sources)  # warm-up
     gen = engine.generate(prompt, cfg, sources=sources, stop_fn=stop)
