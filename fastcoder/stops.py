@@ -508,12 +508,22 @@ def fence_line(*, check_first_line: bool) -> StopRule:
 
 
 class _NextDefinition(_LineMatcher):
-    def __init__(self, start_indent: int, is_definition: Callable[[str], bool]) -> None:
+    def __init__(self, start_indent: int, is_definition: Callable[[str], bool],
+                 shows_definition: Callable[[str], bool] | None = None) -> None:  # fmt: skip
         super().__init__()
         self.start_indent = start_indent
         self.is_definition = is_definition
+        self.shows_definition = shows_definition
         self.content_end: int | None = None  # where the last non-blank line ends
         self.blank = False  # a blank line follows that line
+
+    def line_grew(self, chunk: str) -> int | None:
+        if not self.blank or self.shows_definition is None:
+            return None
+        line = "".join(self.parts)
+        if line.strip() and indent_of(line) == self.start_indent and self.shows_definition(line):
+            return self.content_end  # its first words show it: the rest of the line need not be written
+        return None
 
     def line_done(self, line: str) -> int | None:
         if not line.strip():
@@ -525,14 +535,18 @@ class _NextDefinition(_LineMatcher):
         return None
 
 
-def next_definition(start_indent: int, is_definition: Callable[[str], bool]) -> StopRule:
+def next_definition(start_indent: int, is_definition: Callable[[str], bool],
+                    shows_definition: Callable[[str], bool] | None = None) -> StopRule:  # fmt: skip
     """Stop before a blank line that is followed by a definition at ``start_indent`` (the
     cursor's indentation), after some code: one definition, or one group of fields, at a
     time (an Enum's next members came with a ``__str__`` method below them, a dataclass
     field with a method). ``is_definition(line)`` says whether a whole line starts a
-    definition (the caller knows the languages). The text is cut at the end of the last
-    line before the blank one."""
-    return MatcherRule(lambda: _NextDefinition(start_indent, is_definition))
+    definition (the caller knows the languages); ``shows_definition(start)``, whether the
+    start of a line, as far as it is written, already does (``    def ``, ``    @``): then
+    the output stops there, without the tokens of the rest of that line (~10 of a
+    signature, ~0.3 s on a 2-core CPU). The text is cut at the end of the last line before
+    the blank one."""
+    return MatcherRule(lambda: _NextDefinition(start_indent, is_definition, shows_definition))
 
 
 LOOP_LINES = 16

@@ -76,6 +76,22 @@ def starts_definition(line: str) -> bool:
     return word.startswith("@") or word in DEFINITION_WORDS or brace_signature(line) is not None
 
 
+def shows_definition(start: str) -> bool:
+    """Whether the start of a line, as far as it is written, already shows a definition by
+    its first words alone (:func:`starts_definition` without the signature case): a
+    decorator's ``@``, or a first word of :data:`DEFINITION_WORDS` followed by a space or a
+    bracket (``async`` with its second word). False: not known yet, or not by its words."""
+    text = start.lstrip()
+    if text.startswith("@"):
+        return True
+    words = text.replace("(", " (").split(" ")
+    if len(words) < 2 or not words[0]:
+        return False  # the first word is not complete yet
+    if words[0] == "async":
+        return len(words) > 2 and words[1] in ("def", "function", "fn")
+    return words[0] in DEFINITION_WORDS
+
+
 def first_nonblank(lines: Sequence[str]) -> str | None:
     for line in lines:
         if line.strip():
@@ -134,7 +150,7 @@ def make_stop_fn(mode: str, line_prefix: str, following_lines: Sequence[str] = (
     statement = stripped and not stripped.startswith(LINE_COMMENTS) and not any(q in stripped for q in DOC_QUOTES)
     one_line = first_line_unless_opener(line_prefix) if statement and not mid_line_blocks else None
     # at top level a blank line ends the block already
-    definition = next_definition(base, starts_definition) if base and one_definition else None
+    definition = next_definition(base, starts_definition, shows_definition) if base and one_definition else None
     closer = StopStrings([docstring]) if docstring else None
     dead = unreachable(line_prefix) if code and not docstring else None
     return any_of(block_end(base), into, one_line, fence, definition, closer, dead, *garbage)

@@ -220,6 +220,22 @@ def test_a_blank_line_then_a_definition_at_the_cursors_indentation_ends_a_block(
         assert starts_definition(line), line
     for line in ("    x = 1", "    if (x) {", "    return self.name", "    async with lock:", "    for x in xs:", ""):
         assert not starts_definition(line), line
+    # fed as the engine feeds it: the output stops as soon as the line's first words show
+    # the definition, not at the end of its signature
+    from lsp_server.stops import shows_definition
+
+    out = "def load(self):\n        return 1\n\n    def save(self, path: str, *, overwrite: bool = False) -> None:\n"
+    matcher = make_stop_fn("block", "    ").matcher()
+    fed = ""
+    for k in range(0, len(out), 2):
+        fed += out[k : k + 2]
+        if (cut := matcher.feed(out[k : k + 2])) is not None:
+            break
+    assert out[:cut] == "def load(self):\n        return 1" and "save(" not in fed
+    for start in ("    def ", "    @", "    async def ", "    class Inner", "    public int"):
+        assert shows_definition(start), start
+    for start in ("    de", "    def", "    async def", "    async with", "    define = 1", "    x = 1", "    render() {"):
+        assert not shows_definition(start), start  # not known yet, or not by its words
 
 
 def test_a_line_that_could_never_run_ends_the_output():
