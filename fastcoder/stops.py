@@ -662,7 +662,33 @@ class _Loop(_LineMatcher):
                     continue  # the code it copies repeats so
                 second = self.lines[len(texts) - size * (times - 1)][1]  # where the block starts again
                 return max(second - 1, 0)
+        for size in range(2, LOOP_LINES + 1):  # the same lines, each writing deeper: a spiral
+            if size * SPIRAL_REPEATS > len(texts):
+                break
+            tail = texts[len(texts) - size * SPIRAL_REPEATS :]
+            writings = [tail[i * size : (i + 1) * size] for i in range(SPIRAL_REPEATS)]
+            if _spiral(writings) and any(_LETTERS.search(t) for t in writings[0]):
+                if self.known and "\n".join(tail) in self.known:
+                    continue
+                second = self.lines[len(texts) - size * (SPIRAL_REPEATS - 1)][1]
+                return max(second - 1, 0)
         return None
+
+
+SPIRAL_REPEATS = 3
+"""A block of 2 or more lines written this many times in a row, each writing the one
+before moved right by the same indentation, is a loop too (:func:`loop`)."""
+
+
+def _spiral(writings: list[list[str]]) -> bool:
+    """Whether the writings (lists of lines, equal lengths) are the same lines, each
+    writing indented deeper than the one before by one constant step, every line alike."""
+    stripped = [[line.strip() for line in w] for w in writings]
+    if any(st != stripped[0] for st in stripped) or not all(stripped[0]):
+        return False
+    indents = [[indent_of(line) for line in w] for w in writings]
+    step = indents[1][0] - indents[0][0]
+    return step > 0 and all(b[k] - a[k] == step for a, b in zip(indents, indents[1:]) for k in range(len(a)))
 
 
 def loop(closers: Mapping[str, int] | None = None, known: str = "", rows: bool = True, comment: str = "") -> StopRule:
@@ -690,6 +716,11 @@ def loop(closers: Mapping[str, int] | None = None, known: str = "", rows: bool =
     not a loop (grids and tables of zeros are); False when the code before shows no such
     row written twice in a row (:func:`repeats_rows`), so ``(10, 10, 20),`` written 7
     times under distinct ``parametrize`` rows is one.
+
+    A block of 2 or more lines written :data:`SPIRAL_REPEATS` times, each writing deeper
+    than the one before by the same step (a subquery nested in itself: ``SELECT id`` /
+    ``FROM users`` / ``WHERE id IN (`` again and again, further right each time), is one
+    too; a single line is not (``end`` closing nested blocks at falling indentation).
 
     ``comment``: the language's line comment marker (``#``, ``//``; "" none known): a loop
     that lies wholly inside a line's trailing comment (:func:`comment_at`) cuts the line

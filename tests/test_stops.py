@@ -282,3 +282,19 @@ def test_a_loop_inside_a_trailing_comment_keeps_the_code_before_it():
     assert body[: loop(comment="#")(body)] == "x = 1"
     assert comment_at('s = "# not" + t  # yes', "#") == len('s = "# not" + t  ')
     assert comment_at("url = 'http://x'", "//") is None
+
+
+def test_the_same_lines_written_deeper_and_deeper_are_a_loop():
+    """A block of lines written again, each writing moved right by the same step (a subquery
+    nested in itself), is a loop: its first writing stays. One line at changing
+    indentation (``end`` or ``}`` closing nested blocks) and nested code that differs are not."""
+    from fastcoder.stops import loop
+
+    sql = "id IN (\n" + "".join(
+        f"{' ' * (4 * d + 4)}SELECT id\n{' ' * (4 * d + 6)}FROM users\n{' ' * (4 * d + 6)}WHERE id IN (\n" for d in range(4))
+    assert sql[: loop()(sql)] == "id IN (\n    SELECT id\n      FROM users\n      WHERE id IN ("
+    ruby = "if a\n  if b\n    if c\n      x = 1\n    end\n  end\nend\n"
+    nested = "for x in xs:\n    for y in x:\n        for z in y:\n            print(z)\n"
+    braces = "".join(f"{' ' * (4 * d)}}}\n" for d in range(6, 0, -1))
+    for text in (ruby, nested, braces):
+        assert loop()(text) is None, text

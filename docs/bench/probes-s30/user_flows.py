@@ -62,7 +62,8 @@ argument, after ``break`` and after a bare ``raise``) or 29 (around exits: C and
 Ruby modifier, a JS function after ``return``, early returns, ``continue``, Kotlin, a shell ``case``, ``throw``, ``elif``, Rust) or 30 (``__eq__``, a None check, a JS ``try``, ``useEffect``, a signature,
 a generator, an ORM column, a pytest fixture, loops in Go, C and Java, ``join``, a Rust ``match``, a JSON array) or 31 (inside a line, code right of the cursor: an f-string, a condition, a
 parameter list, a returned dict, an assert, ``range(|)``, ``open(|)``, a comprehension, a logging call, a TS type
-argument, format calls in Go, C and Rust).
+argument, format calls in Go, C and Rust) or 32 (triple quotes in other languages: Julia and Elixir docs,
+Kotlin, Swift and Scala strings, TOML; Python strings holding quotes).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -537,7 +538,18 @@ BATCH_31 = [  # fortieth session: inside a line, code right of the cursor, in ev
     ('pf.c', 'c', '#include <stdio.h>\n\nvoid show(const char *name, int n) {\n    printf("%s has %d items\\n", |);\n}\n'),
     ('pl.rs', 'rust', 'fn show(name: &str, n: usize) {\n    println!("{} has {} items", |);\n}\n'),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26, 27: BATCH_27, 28: BATCH_28, 29: BATCH_29, 30: BATCH_30, 31: BATCH_31}[BATCH]
+BATCH_32 = [  # fortieth session: triple quotes in other languages (Julia and Elixir docs, Kotlin, Swift and Scala multi-line strings, TOML), and Python strings holding quotes
+    ('f.jl', 'julia', '"""|"""\nfunction area(r)\n    return pi * r^2\nend\n'),
+    ('doc.ex', 'elixir', 'defmodule Math do\n  @doc """\n  |\n  """\n  def square(x), do: x * x\nend\n'),
+    ('Q.kt', 'kotlin', 'val query = """\n    SELECT id, name\n    |\n""".trimIndent()\n'),
+    ('m.swift', 'swift', 'let banner = """\n    Welcome!\n    |\n    """\nprint(banner)\n'),
+    ('cfg.toml', 'toml', '[tool.app]\ndescription = """\n|\n"""\nversion = "1.0"\n'),
+    ('S.scala', 'scala', 'object Main {\n  // a """ in a comment\n  def greet(name: String): String = {\n    |\n  }\n}\n'),
+    ('q.py', 'python', 'SQL = """\nSELECT id\n  FROM users\n WHERE |\n"""\n'),
+    ('tpl.py', 'python', "TEMPLATE = '''\\n<h1>{title}</h1>\\n'''\n\n\ndef render(title):\n    |\n"),
+    ('esc.py', 'python', 'def quote(s):\n    return "\\"" + s + "\\""\n\n\ndef unquote(s):\n    |\n'),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26, 27: BATCH_27, 28: BATCH_28, 29: BATCH_29, 30: BATCH_30, 31: BATCH_31, 32: BATCH_32}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
