@@ -565,6 +565,11 @@ def _loop_repeats(size: int) -> int:
 LOOP_PIECES = ((3, 6), (10, 4))
 """Within a line: a piece of at least 3 characters written 6 times in a row, or of at
 least 10 written 4 times, ends the line in a loop (Tabby's thresholds)."""
+LOOP_SYMBOLS = (8, 16)
+"""Within a line: a piece of up to 8 characters, none a letter or a digit and not all the same
+(``.*``, ``)(``), written 16 times in a row ends the line in a loop (a Makefile target's
+``*.log.*.*.*.*...``); a Markdown table's separator row of 16 columns would be one too, a
+rule line of one character (``-----``) is not."""
 LOOP_PIECE_MAX = 100
 """The longest piece looked for within a line (a 70-character comment, ``# sys.exit(main(sys.argv))
 is equivalent to sys.exit(main(sys.argv))``, written again and again after the code it
@@ -580,7 +585,8 @@ def line_loop(line: str) -> str | None:
     """The piece ``line`` ends with, written again and again (:data:`LOOP_PIECES`), as it
     stands there (the piece times its count), or None: a piece that holds two letters in
     a row and more than one character: ``bar(baz(bar(baz(...``, not ``# ------``,
-    ``0x00, 0x00, ...`` or ``"xxxxxxxxxxxxxxxxxx"``, which are what some files hold."""
+    ``0x00, 0x00, ...`` or ``"xxxxxxxxxxxxxxxxxx"``, which are what some files hold; or a
+    piece of symbols only written more often still (:data:`LOOP_SYMBOLS`: ``.*.*.*...``)."""
     n = len(line)
     for size in range(LOOP_PIECES[0][0], LOOP_PIECE_MAX + 1):
         times = LOOP_PIECES[0][1] if size < LOOP_PIECES[1][0] else LOOP_PIECES[1][1]
@@ -590,6 +596,11 @@ def line_loop(line: str) -> str | None:
             continue
         piece = line[n - size :]
         if _repeats(piece, times, line) and _LETTERS.search(piece) and len(set(piece)) > 1:
+            return piece * times
+    size_max, times = LOOP_SYMBOLS
+    for size in range(2, min(size_max, n // times) + 1):
+        piece = line[n - size :]
+        if len(set(piece)) > 1 and not any(c.isalnum() for c in piece) and _repeats(piece, times, line):
             return piece * times
     return None
 

@@ -298,3 +298,16 @@ def test_the_same_lines_written_deeper_and_deeper_are_a_loop():
     braces = "".join(f"{' ' * (4 * d)}}}\n" for d in range(6, 0, -1))
     for text in (ruby, nested, braces):
         assert loop()(text) is None, text
+
+
+
+def test_a_line_of_symbols_written_again_and_again_is_a_loop():
+    """A piece of symbols only (``.*``) written 16 times in a row ends the line in a loop (a
+    Makefile target's ``*.log.*.*.*...``); rule lines, rows of zeros and short table rows
+    are what files hold."""
+    from fastcoder.stops import line_loop, loop
+
+    make = "lint:\n\tpylint *.py *.log" + ".*" * 30
+    assert make[: loop()(make)] == "lint:"
+    for line in ("# " + "-" * 80, "x = [" + "0, " * 30 + "0]", "|---|---|---|---|---|", "# =-=-=-=-=-=-=-=-=", ")" * 40):
+        assert line_loop(line) is None, line

@@ -63,7 +63,9 @@ Ruby modifier, a JS function after ``return``, early returns, ``continue``, Kotl
 a generator, an ORM column, a pytest fixture, loops in Go, C and Java, ``join``, a Rust ``match``, a JSON array) or 31 (inside a line, code right of the cursor: an f-string, a condition, a
 parameter list, a returned dict, an assert, ``range(|)``, ``open(|)``, a comprehension, a logging call, a TS type
 argument, format calls in Go, C and Rust) or 32 (triple quotes in other languages: Julia and Elixir docs,
-Kotlin, Swift and Scala strings, TOML; Python strings holding quotes).
+Kotlin, Swift and Scala strings, TOML; Python strings holding quotes) or 33 (web frameworks and data: FastAPI,
+Django, Express middleware, a React component, a Next.js route, a Go handler, Rust's ``?``, pandas,
+matplotlib, a Makefile target, ``find -exec``).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -549,7 +551,21 @@ BATCH_32 = [  # fortieth session: triple quotes in other languages (Julia and El
     ('tpl.py', 'python', "TEMPLATE = '''\\n<h1>{title}</h1>\\n'''\n\n\ndef render(title):\n    |\n"),
     ('esc.py', 'python', 'def quote(s):\n    return "\\"" + s + "\\""\n\n\ndef unquote(s):\n    |\n'),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26, 27: BATCH_27, 28: BATCH_28, 29: BATCH_29, 30: BATCH_30, 31: BATCH_31, 32: BATCH_32}[BATCH]
+BATCH_33 = [  # fortieth session: web frameworks typed every day (FastAPI, Django, Express middleware, a React component's props, Next.js API route, Go handler, Rust ?)
+    ('api.py', 'python', 'from fastapi import FastAPI, HTTPException\n\napp = FastAPI()\nitems = {}\n\n\n@app.get("/items/{item_id}")\ndef read_item(item_id: int):\n    |\n'),
+    ('models.py', 'python', 'from django.db import models\n\n\nclass Article(models.Model):\n    title = models.CharField(max_length=200)\n    |\n'),
+    ('views.py', 'python', 'from django.shortcuts import get_object_or_404, render\n\nfrom .models import Article\n\n\ndef detail(request, pk):\n    |\n'),
+    ('mw.js', 'javascript', 'function requireAuth(req, res, next) {\n  |\n}\n\nmodule.exports = requireAuth;\n'),
+    ('Card.tsx', 'typescriptreact', 'type CardProps = { title: string; body: string };\n\nexport function Card({ title, body }: CardProps) {\n  return (\n    |\n  );\n}\n'),
+    ('hello.ts', 'typescript', 'import type { NextApiRequest, NextApiResponse } from "next";\n\nexport default function handler(req: NextApiRequest, res: NextApiResponse) {\n  |\n}\n'),
+    ('h.go', 'go', 'package main\n\nimport (\n\t"encoding/json"\n\t"net/http"\n)\n\nfunc health(w http.ResponseWriter, r *http.Request) {\n\t|\n}\n'),
+    ('io.rs', 'rust', 'use std::fs;\nuse std::io;\n\nfn read_config(path: &str) -> io::Result<String> {\n    |\n}\n'),
+    ('pd.py', 'python', 'import pandas as pd\n\ndf = pd.read_csv("sales.csv")\nmonthly = df.groupby("month")["revenue"].|\n'),
+    ('plot.py', 'python', 'import matplotlib.pyplot as plt\n\nxs = list(range(10))\nys = [x * x for x in xs]\nplt.plot(xs, ys)\n|\n'),
+    ('Makefile', 'makefile', '.PHONY: test lint\n\ntest:\n\tpytest -q\n\nlint:\n\t|\n'),
+    ('find.sh', 'shellscript', '#!/bin/bash\n# count the lines of every Python file\nfind . -name "*.py" -exec |\n'),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26, 27: BATCH_27, 28: BATCH_28, 29: BATCH_29, 30: BATCH_30, 31: BATCH_31, 32: BATCH_32, 33: BATCH_33}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
