@@ -65,7 +65,8 @@ parameter list, a returned dict, an assert, ``range(|)``, ``open(|)``, a compreh
 argument, format calls in Go, C and Rust) or 32 (triple quotes in other languages: Julia and Elixir docs,
 Kotlin, Swift and Scala strings, TOML; Python strings holding quotes) or 33 (web frameworks and data: FastAPI,
 Django, Express middleware, a React component, a Next.js route, a Go handler, Rust's ``?``, pandas,
-matplotlib, a Makefile target, ``find -exec``).
+matplotlib, a Makefile target, ``find -exec``) or 34 (inserting between existing code: an import, a dict
+entry, a test, an ``else``, a method, a match arm, a CSS rule, a TS statement, a Go import, a route).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -565,7 +566,19 @@ BATCH_33 = [  # fortieth session: web frameworks typed every day (FastAPI, Djang
     ('Makefile', 'makefile', '.PHONY: test lint\n\ntest:\n\tpytest -q\n\nlint:\n\t|\n'),
     ('find.sh', 'shellscript', '#!/bin/bash\n# count the lines of every Python file\nfind . -name "*.py" -exec |\n'),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26, 27: BATCH_27, 28: BATCH_28, 29: BATCH_29, 30: BATCH_30, 31: BATCH_31, 32: BATCH_32, 33: BATCH_33}[BATCH]
+BATCH_34 = [  # fortieth session: inserting between existing code (an import among imports, a dict entry, a test between tests, an else before code, a method between methods, a match arm, a CSS rule)
+    ('imp.py', 'python', 'import os\nimport sys\n|\nimport json\n\n\ndef main():\n    print(json.dumps(dict(os.environ)), file=sys.stderr)\n'),
+    ('cfg.py', 'python', 'DEFAULTS = {\n    "host": "localhost",\n    |\n    "debug": False,\n}\n'),
+    ('test_x.py', 'python', 'from calc import add, sub\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n|\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n'),
+    ('els.py', 'python', 'def label(n):\n    if n > 0:\n        s = "positive"\n    |\n    return s\n'),
+    ('meth.py', 'python', 'class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, x):\n        self.items.append(x)\n\n    |\n\n    def __len__(self):\n        return len(self.items)\n'),
+    ('arm.rs', 'rust', 'fn describe(n: i32) -> &\'static str {\n    match n {\n        0 => "zero",\n        |\n        _ => "many",\n    }\n}\n'),
+    ('st.css', 'css', 'body {\n  margin: 0;\n}\n\n|\n\nfooter {\n  padding: 1rem;\n}\n'),
+    ('ts.ts', 'typescript', 'export function parse(input: string): number {\n  const trimmed = input.trim();\n  |\n  return Number(trimmed);\n}\n'),
+    ('go2.go', 'go', 'package main\n\nimport (\n\t"fmt"\n\t|\n)\n\nfunc main() {\n\tfmt.Println(strings.ToUpper("hi"), os.Args)\n}\n'),
+    ('arr.js', 'javascript', 'const routes = [\n  { path: "/", component: Home },\n  |\n  { path: "*", component: NotFound },\n];\n'),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26, 27: BATCH_27, 28: BATCH_28, 29: BATCH_29, 30: BATCH_30, 31: BATCH_31, 32: BATCH_32, 33: BATCH_33, 34: BATCH_34}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
