@@ -89,32 +89,39 @@ def build_model(arch: str, vocab_size: int, seed: int = 0, layers: int = 2):
     return model.eval()
 
 
-def build_scripted_model(tokenizer, after: str, answer: str, seed: int = 1, again: bool = False):
+def build_scripted_model(tokenizer, after: str, answer: str, seed: int = 1, again: bool = False,
+                         more: tuple[tuple[str, str], ...] = ()):  # fmt: skip
     """A tiny Qwen2 whose greedy continuation of any prompt ending in ``after``'s last
     token is ``answer`` and then the end of text (``again``: ``answer`` again and again):
     every layer's attention and MLP write nothing (their output projections are zero), so
     the hidden state at a position is its token's embedding, and the LM head maps each
     token of the chain to the next (a bigram table). ``answer``'s tokens must all differ
-    from one another and from that token. For what a random model does only by chance:
-    end an edit at its end of turn, or loop for good."""
+    from one another and from that token. ``more``: further (after, answer) chains, each
+    ending in the end of text, with tokens of their own. For what a random model does only
+    by chance: end an edit at its end of turn, loop for good, or write a given completion."""
     import torch
 
     from fastcoder.tokens import encode
 
-    written = encode(tokenizer, answer, special="parse")
-    chain = [encode(tokenizer, after, special="parse")[-1], *written]
-    assert len(set(chain)) == len(chain), "a bigram chain needs distinct tokens"
-    chain.append(written[0] if again else tokenizer.eos_token_id)
+    chains = []
+    for i, (start, text) in enumerate(((after, answer), *more)):
+        written = encode(tokenizer, text, special="parse")
+        chain = [encode(tokenizer, start, special="parse")[-1], *written]
+        chain.append(written[0] if again and i == 0 else tokenizer.eos_token_id)
+        chains.append(chain)
+    sources = [t for chain in chains for t in chain[:-1]]
+    assert len(set(sources)) == len(sources), "a bigram table needs distinct tokens"
     model = build_model("qwen2", len(tokenizer), seed=seed)
     with torch.no_grad():
         for layer in model.model.layers:
             layer.self_attn.o_proj.weight.zero_()
             layer.mlp.down_proj.weight.zero_()
-        hidden = model.model.norm(model.model.embed_tokens.weight[chain[:-1]])  # what the head sees
         model.lm_head.weight.zero_()
-        for i, nxt in enumerate(chain[1:]):
-            h = hidden[i]
-            model.lm_head.weight[nxt] += h / h.norm()
+        for chain in chains:
+            hidden = model.model.norm(model.model.embed_tokens.weight[chain[:-1]])  # what the head sees
+            for i, nxt in enumerate(chain[1:]):
+                h = hidden[i]
+                model.lm_head.weight[nxt] += h / h.norm()
     return model
 
 

@@ -4,8 +4,9 @@
   missing server binary must notify, not crash (works on Debian's Neovim 0.7.2).
 * ``test_fake_server_roundtrip`` drives the plugin against a tiny stdlib-only LSP server
   (initializationOptions, settings, ``fastcoder/status``, completion, executeCommand).
-* ``test_completion_with_real_server`` starts the real ``fastcoder serve`` on the
-  ``tiny_model_dir`` fixture and asks for ``textDocument/completion``.
+* ``test_completion_with_real_server`` starts the real ``fastcoder serve`` on a scripted
+  tiny model (``nvim_model_dir``), asks for ``textDocument/completion`` and applies the
+  "Generate function body" code action, each with the answer the model was built to give.
 
 Neovim is taken from PATH. When it is missing it is installed with
 ``apt-get install -y neovim`` only when running as root and ``CI`` or
@@ -284,30 +285,59 @@ def client_script(tmp_path: Path, **config) -> Path:
     return script
 
 
+MATHUTIL = textwrap.dedent(
+    '''\
+    def add(a, b):
+        """Return the sum of a and b."""
+        return a + b
+
+
+    def mul(a, b):
+        """Return the product of a and b."""
+        return a * b
+
+
+    def sub(a, b):
+        """Return a minus b."""
+        return '''
+)
+"""The project's ``pkg/mathutil.py``; the completion is asked at its end (line 12)."""
+STUBS = "def double(x):\n    pass\n"
+"""The project's ``pkg/stubs.py``, whose stub's body the code action generates."""
+COMPLETION_ANSWER, BODY_ANSWER = "a - b", "result = x * 2"  # (tokens of their own: " return" ends the completion's prompt)
+
+
 def make_project(tmp_path: Path) -> tuple[Path, Path]:
     proj = tmp_path / "proj"
     (proj / "pkg").mkdir(parents=True)
     (proj / "pyproject.toml").write_text('[project]\nname = "demo"\nversion = "0.0.1"\n')
     src = proj / "pkg" / "mathutil.py"
-    src.write_text(
-        textwrap.dedent(
-            '''\
-            def add(a, b):
-                """Return the sum of a and b."""
-                return a + b
-
-
-            def mul(a, b):
-                """Return the product of a and b."""
-                return a * b
-
-
-            def sub(a, b):
-                """Return a minus b."""
-                return '''
-        )
-    )
+    src.write_text(MATHUTIL)
     return proj, src
+
+
+@pytest.fixture(scope="module")
+def nvim_model_dir(tmp_path_factory, tiny_tokenizer):
+    """A scripted tiny model (tests/conftest.py ``build_scripted_model``) that completes
+    ``MATHUTIL``'s last line with :data:`COMPLETION_ANSWER` and writes :data:`BODY_ANSWER`
+    as ``STUBS``' body: what the random model wrote there was shown or cut by the
+    suggestion rules by chance (``return`` and an unclosed ``\"\"\"`` is nothing now)."""
+    from conftest import build_scripted_model
+    from fastcoder.models.load import detect_fim
+    from fastcoder.tokens import TokenInfo
+    from lsp_server import actions
+    from lsp_server.prompt import CursorContext, build_prompt
+
+    fim, info = detect_fim(tiny_tokenizer), TokenInfo.for_tokenizer(tiny_tokenizer)
+    done = build_prompt(tiny_tokenizer, fim, CursorContext(MATHUTIL, "", "python"), 2048, layout="anchored", info=info)
+    stub = actions.find_stub(STUBS, 0, "python")
+    body = build_prompt(tiny_tokenizer, fim, CursorContext(*actions.body_prompt_context(STUBS, stub)), 2048,
+                        max_suffix_tokens=None, layout="anchored", info=info)  # fmt: skip
+    path = tmp_path_factory.mktemp("tiny-qwen2-nvim")
+    build_scripted_model(tiny_tokenizer, tiny_tokenizer.decode(done.ids[-1:]), done.heal + COMPLETION_ANSWER,
+                         more=((tiny_tokenizer.decode(body.ids[-1:]), body.heal + BODY_ANSWER),)).save_pretrained(path)  # fmt: skip
+    tiny_tokenizer.save_pretrained(path)
+    return path
 
 
 # --------------------------------------------------------------------------- tests
@@ -537,19 +567,16 @@ def test_completion_with_real_server(nvim_bin: str, tmp_path: Path, request: pyt
     and its "Generate function body" code action is resolved and applied by Neovim's own
     ``vim.lsp.buf.code_action()``."""
     pytest.importorskip("lsp_server.server")
-    try:
-        tiny_model_dir = request.getfixturevalue("tiny_model_dir")
-    except pytest.FixtureLookupError:
-        pytest.skip("the tiny_model_dir fixture (tests/conftest.py) is not available yet")
+    model_dir = request.getfixturevalue("nvim_model_dir")
     proj, src = make_project(tmp_path)
     stubs = proj / "pkg" / "stubs.py"
-    stubs.write_text("def double(x):\n    pass\n")
+    stubs.write_text(STUBS)
     out = tmp_path / "result.json"
     script = client_script(
         tmp_path,
         plugin_dir=str(PLUGIN_DIR),
         cmd=[sys.executable, "-m", "fastcoder_cli", "serve"],
-        init_options={"model": str(tiny_model_dir), "dtype": "float32", "maxNewTokens": 8},
+        init_options={"model": str(model_dir), "dtype": "float32", "maxNewTokens": 8},
         file=str(src),
         line=12,
         out=str(out),
@@ -570,8 +597,8 @@ def test_completion_with_real_server(nvim_bin: str, tmp_path: Path, request: pyt
     )
     assert res["status"]["state"] != "error", f"{res['status']}\n{where}"
     assert not res["errors"], f"{res['errors']}\n{where}"
-    assert res["n_items"] >= 1, f"no completion items: {res}\n{where}"
+    assert res["n_items"] == 1 and res["labels"] == [COMPLETION_ANSWER], f"completion items: {res}\n{where}"
     # the code action, resolved and applied by Neovim itself: `pass` replaced by a body
     assert res["actions_offered"] == ["Generate function body (FastCoder)"], f"{res}\n{where}"
     after = res["stub_after"]
-    assert after[0] == "def double(x):" and after[1] != "    pass" and after[1].startswith("    "), f"{after}\n{where}"
+    assert after[:2] == ["def double(x):", "    " + BODY_ANSWER], f"{after}\n{where}"
