@@ -281,44 +281,70 @@ async def test_status_goes_from_loading_to_ready(client: LanguageClient):
     assert "error" not in states
 
 
-async def test_inline_completion_and_completion_return_items(client: LanguageClient, workspace):
-    uri = (workspace / "main.py").as_uri()
-    text = BODY
-    open_doc(client, uri, text)
-    # type a new line in main(): the cursor ends a line, so a multi-line suggestion is asked
-    pos = _end_of(text, "    config = read_config(sys.argv[1])")
-    change_doc(client, uri, 2, pos, "\n    ")
-    cursor = types.Position(line=pos.line + 1, character=4)
-    inline = await client.text_document_inline_completion_async(
-        types.InlineCompletionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri),
-            position=cursor,
-            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked),
+NEW_LINE_IN_MAIN = "    config = read_config(sys.argv[1])"
+"""The line of :data:`BODY` after which a new line is typed (:func:`completion_model_dir`)."""
+COMPLETION_ANSWER = "print(config)"
+
+
+@pytest.fixture(scope="module")
+def completion_model_dir(tmp_path_factory, tiny_tokenizer):
+    """A scripted tiny model (tests/conftest.py ``build_scripted_model``) that suggests
+    :data:`COMPLETION_ANSWER` on the new line typed after :data:`NEW_LINE_IN_MAIN`: the
+    random model's suggestion there was shown or not by chance (the suggestion rules hide
+    an unclosed string or dead code)."""
+    from fastcoder.models.load import detect_fim
+    from fastcoder.tokens import TokenInfo
+    from lsp_server.prompt import CursorContext, build_prompt
+
+    at = BODY.index(NEW_LINE_IN_MAIN) + len(NEW_LINE_IN_MAIN)
+    ctx = CursorContext(BODY[:at] + "\n    ", BODY[at:], "python")
+    prompt = build_prompt(tiny_tokenizer, detect_fim(tiny_tokenizer), ctx, 2048, layout="anchored",
+                          info=TokenInfo.for_tokenizer(tiny_tokenizer))  # fmt: skip
+    path = tmp_path_factory.mktemp("tiny-qwen2-completion")
+    build_scripted_model(tiny_tokenizer, tiny_tokenizer.decode(prompt.ids[-1:]), prompt.heal + COMPLETION_ANSWER).save_pretrained(path)
+    tiny_tokenizer.save_pretrained(path)
+    return path
+
+
+async def test_inline_completion_and_completion_return_items(completion_model_dir, workspace):
+    async with serving(completion_model_dir, workspace, NO_INDEX) as client:
+        uri = (workspace / "main.py").as_uri()
+        text = BODY
+        open_doc(client, uri, text)
+        # type a new line in main(): the cursor ends a line, so a multi-line suggestion is asked
+        pos = _end_of(text, NEW_LINE_IN_MAIN)
+        change_doc(client, uri, 2, pos, "\n    ")
+        cursor = types.Position(line=pos.line + 1, character=4)
+        inline = await client.text_document_inline_completion_async(
+            types.InlineCompletionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                position=cursor,
+                context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked),
+            )
         )
-    )
-    items = inline.items if isinstance(inline, types.InlineCompletionList) else inline
-    assert items and items[0].insert_text.strip()
-    assert items[0].range == types.Range(start=cursor, end=cursor)
+        items = inline.items if isinstance(inline, types.InlineCompletionList) else inline
+        assert [i.insert_text for i in items] == [COMPLETION_ANSWER]
+        assert items[0].range == types.Range(start=cursor, end=cursor)
 
-    result = await client.text_document_completion_async(
-        types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=cursor)
-    )
-    assert isinstance(result, types.CompletionList) and result.is_incomplete
-    assert len(result.items) == 1
-    item = result.items[0]
-    assert item.text_edit.range == types.Range(start=cursor, end=cursor)
-    assert item.text_edit.new_text.strip()
-    assert item.label == next(ln.strip() for ln in item.text_edit.new_text.split("\n") if ln.strip())[:80] or item.label.endswith("...")
-    assert item.insert_text_format == types.InsertTextFormat.PlainText
-    assert item.filter_text == ""  # nothing typed of a word at the cursor
+        result = await client.text_document_completion_async(
+            types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=cursor)
+        )
+        assert isinstance(result, types.CompletionList) and result.is_incomplete
+        assert len(result.items) == 1
+        item = result.items[0]
+        assert item.text_edit.range == types.Range(start=cursor, end=cursor)
+        assert item.text_edit.new_text == COMPLETION_ANSWER and item.label == COMPLETION_ANSWER
+        assert item.insert_text_format == types.InsertTextFormat.PlainText
+        assert item.filter_text == ""  # nothing typed of a word at the cursor
 
-    change_doc(client, uri, 3, cursor, "pri")
-    after = types.Position(line=cursor.line, character=cursor.character + 3)
-    result = await client.text_document_completion_async(
-        types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=after)
-    )
-    assert isinstance(result, types.CompletionList)
-    assert all(i.filter_text == "pri" for i in result.items)  # the word being typed
+        change_doc(client, uri, 3, cursor, "pri")
+        after = types.Position(line=cursor.line, character=cursor.character + 3)
+        result = await client.text_document_completion_async(
+            types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=after)
+        )
+        assert isinstance(result, types.CompletionList)
+        # typed through the suggestion: its rest, filtered by the word being typed
+        assert result.items and all(i.filter_text == "pri" for i in result.items)
 
 
 def inline_params(uri: str, pos: types.Position) -> types.InlineCompletionParams:
