@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import re
 
-from fastcoder.stops import CLOSE_BRACKETS, COMMENT_LINE_STARTS, FENCE, BracketDepth, exits_block
+from fastcoder.stops import CLOSE_BRACKETS, COMMENT_LINE_STARTS, EXITS, FENCE, BracketDepth, exits_block
 from lsp_server.prompt import AUTO_CLOSERS, BLOCK_COMMENT_END, LINE_SCAN_CHARS, CursorContext
 from lsp_server.stops import LINE_COMMENTS, PROSE_LANGUAGES, TAB_WIDTH, indent_width
-from lsp_server.strings import DOC_STRING_QUOTES, open_triple_quote, open_triple_quote_at
+from lsp_server.strings import DOC_STRING_QUOTES, open_triple_quote_at
 
 CLOSERS = set(")]}>\"'`;:,")
 
@@ -248,10 +248,6 @@ def drop_repeated_lines(text: str, following: list[str]) -> str:
     return text
 
 
-EXITS = re.compile(r"(return|raise|break|continue|throw)(\b|$)")
-"""Statements after which nothing in the same block runs."""
-
-
 HEADER = re.compile(r"(async\s+)?(def|class|if|elif|else|for|while|with|try|except|finally|match|case)\b.*:\s*(#.*)?$")
 """A Python compound statement's header (its body follows on deeper-indented lines)."""
 
@@ -266,7 +262,7 @@ def cut_open_string(text: str, ctx: CursorContext) -> str:
         return text
     head = ctx.line_prefix  # the cursor line's code before the output: a comment, a quote
     quote, at = open_triple_quote_at(head + text, ctx.language)
-    if not quote or at < len(head) or open_triple_quote(ctx.prefix, ctx.language):
+    if not quote or at < len(head) or ctx.open_quote:
         return text
     start = text.rfind("\n", 0, at - len(head))
     return text[:start] if start > 0 else ""
@@ -364,7 +360,7 @@ def after_exit(ctx: CursorContext) -> bool:
         if not code or code.startswith(COMMENT_LINE_STARTS):
             continue
         return (indent_width(line) == indent_width(ctx.line_prefix) and exits_block(code)
-                and not open_triple_quote(ctx.prefix, ctx.language))  # fmt: skip
+                and not ctx.open_quote)  # fmt: skip
     return False
 
 

@@ -60,6 +60,7 @@ Budgets:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Sequence
 
 from fastcoder.models import FimTokens
@@ -181,11 +182,17 @@ class CursorContext:
         return ""
 
     def _opened_above(self, quote: str) -> bool:
-        """Whether the text before the cursor leaves a ``quote`` string open (read from the
-        file's start, comments and other strings skipped: a line with a lone ``\"\"\"`` may
-        open a docstring or close one, and a ``\"\"\"`` in a comment or a ``'\'\'`` string
-        does neither)."""
-        return open_triple_quote(self.prefix, self.language) == quote
+        """Whether the text before the cursor leaves a ``quote`` string open (:attr:`open_quote`)."""
+        return self.open_quote == quote
+
+    @cached_property
+    def open_quote(self) -> str:
+        """The triple quote of the string the text before the cursor leaves open, or "" (read
+        from the file's start, comments and other strings skipped: a line with a lone
+        ``\"\"\"`` may open a docstring or close one, and a ``\"\"\"`` in a comment or a
+        ``'\'\'`` string does neither). Scanned once per cursor state (~1 ms per 100 KB),
+        whichever rule asks first."""
+        return open_triple_quote(self.prefix, self.language)
 
     @property
     def indent(self) -> str:

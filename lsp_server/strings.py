@@ -36,7 +36,8 @@ SLASH_COMMENT_LANGUAGES = frozenset({
 language is read with ``#`` comments (Python's, and Julia's, TOML's, Elixir's, shell's)."""
 
 MAX_SCAN_CHARS = 4_000_000
-"""Code longer than this is not scanned (~40 ms): the parity of its quotes decides."""
+"""Code longer than this is not scanned (~40 ms at the ~1 ms per 100 KB measured): the
+parity of its quotes decides."""
 
 _SPECIAL = {
     "hash": re.compile(r"\"\"\"|'''|[\"'#]"),
