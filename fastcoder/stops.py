@@ -441,15 +441,41 @@ def exits_block(code: str) -> bool:
 _MULTI_LINE_QUOTES = ('"""', "'''", "`")
 
 
+EXIT_LINES = 50
+"""The most lines an exit's open brackets are followed over (``return (`` ... ``)``)."""
+
+
 class _Unreachable(_LineMatcher):
     def __init__(self, first_prefix: str) -> None:
         super().__init__()
         self.first_prefix = first_prefix
         self.exit_width: int | None = None  # the indentation of the exit just written
         self.in_string = ""  # a multi-line string the output opened and has not closed
+        self.pending: list[str] = []  # an exit's lines while its brackets are open
+        self.pending_width = 0
+        self.judged = False  # the current line's start was judged
+
+    def _text(self, line: str) -> str:
+        return self.first_prefix + line if self.index == 0 else line
+
+    def new_line(self) -> None:
+        self.judged = False
+
+    def line_grew(self, chunk: str) -> int | None:
+        # judged from its first characters, not after its last: a dead line's tokens are
+        # not worth generating
+        if self.judged or self.exit_width is None or self.in_string or self.pending:
+            return None
+        code = self._text("".join(self.parts)).lstrip()
+        if not code or any(start.startswith(code) for start in COMMENT_LINE_STARTS):
+            return None  # blank so far, or the start of a comment's marker: not known yet
+        self.judged = True
+        if code.startswith(COMMENT_LINE_STARTS) or indent_of(self._text("".join(self.parts))) != self.exit_width:
+            return None
+        return max(self.line_start - 1, 0)
 
     def line_done(self, line: str) -> int | None:
-        text = self.first_prefix + line if self.index == 0 else line
+        text = self._text(line)
         code = text.strip()
         was = self.in_string
         for quote in _MULTI_LINE_QUOTES:  # (a count per line: a line's words, not a lexer)
@@ -457,21 +483,38 @@ class _Unreachable(_LineMatcher):
                 self.in_string = "" if self.in_string else quote
         if was or self.in_string:
             self.exit_width = None  # a string's lines are words, not statements
+            self.pending = []
             return None
         if not code or code.startswith(COMMENT_LINE_STARTS):
             return None  # blank lines and comments: neither code that runs nor an exit
+        if self.pending:  # an exit's brackets still open: its next line
+            self.pending.append(code)
+            statement = "\n".join(self.pending)
+            depth = BracketDepth()
+            depth.feed(statement)
+            if depth.depth <= 0 or len(self.pending) >= EXIT_LINES:
+                self.exit_width = self.pending_width if exits_block(statement) else None
+                self.pending = []
+            return None
         width = indent_of(text)
         if width == self.exit_width:
             return max(self.line_start - 1, 0)
         self.exit_width = width if exits_block(code) else None
+        if self.exit_width is None and EXITS.match(code):
+            depth = BracketDepth()
+            depth.feed(code)
+            if depth.depth > 0:  # ``return (``: judged once its brackets close
+                self.pending, self.pending_width = [code], width
         return None
 
 
 def unreachable(first_prefix: str = "") -> StopRule:
     """Stop before a generated code line that could never run: one at the indentation of
     the statement before it when that statement leaves its block (:func:`exits_block`:
-    ``return lo`` then ``return max(x, hi)`` in the same block). The text is cut before the
-    newline that precedes that line; comments and blank lines between are neither.
+    ``return lo`` then ``return max(x, hi)`` in the same block; an exit whose brackets
+    close on a later line, ``return (`` ... ``)``, as a whole). The text is cut before the
+    newline that precedes that line, as soon as the line's first characters show it is
+    code at that indentation; comments and blank lines between are neither.
     ``first_prefix``: the cursor's line before the output (its first line's start)."""
     return MatcherRule(lambda: _Unreachable(first_prefix))
 
@@ -681,8 +724,13 @@ class _Loop(_LineMatcher):
             if _spiral(writings) and any(_LETTERS.search(t) for t in writings[0]):
                 if self.known and "\n".join(tail) in self.known:
                     continue
-                second = self.lines[len(texts) - size * (SPIRAL_REPEATS - 1)][1]
-                return max(second - 1, 0)
+                first = len(texts) - size * SPIRAL_REPEATS
+                depth = BracketDepth()
+                depth.feed("\n".join(writings[0]))
+                # its first writing stays, unless it leaves a bracket open (``WHERE id IN (``):
+                # the spiral goes whole then
+                keep = first + (size if depth.depth <= 0 else 0)
+                return max(self.lines[keep][1] - 1, 0)
         return None
 
 
@@ -731,7 +779,9 @@ def loop(closers: Mapping[str, int] | None = None, known: str = "", rows: bool =
     A block of 2 or more lines written :data:`SPIRAL_REPEATS` times, each writing deeper
     than the one before by the same step (a subquery nested in itself: ``SELECT id`` /
     ``FROM users`` / ``WHERE id IN (`` again and again, further right each time), is one
-    too; a single line is not (``end`` closing nested blocks at falling indentation).
+    too; a single line is not (``end`` closing nested blocks at falling indentation). Its
+    first writing is kept unless it leaves a bracket open (the subquery's ``IN (``): then
+    the output ends before the spiral.
 
     ``comment``: the language's line comment marker (``#``, ``//``; "" none known): a loop
     that lies wholly inside a line's trailing comment (:func:`comment_at`) cuts the line

@@ -340,15 +340,20 @@ EXIT_LOOKBACK = 50
 
 def after_exit(ctx: CursorContext) -> bool:
     """Whether nothing written at the cursor could run: an empty line (block mode) whose
-    last code line above, at the cursor's indentation, is a statement that leaves the block
+    last statement above, at the cursor's indentation, leaves the block
     (:func:`fastcoder.stops.exits_block`; blank and comment lines between): the line below
     ``return lo`` in an ``if``, where the editor kept the indentation after Enter. A
-    suggestion there would be dead code (the model wrote ``return max(x, hi)``), and an
-    inline suggestion cannot take the indentation back, so there is none (the model does
-    not run). Not in prose (:data:`lsp_server.stops.PROSE_LANGUAGES`) or in a
+    statement whose brackets close on a line of their own (``return (`` ... ``)``, ``return
+    {`` ... ``};``) is read from its first line: the line that opened what the last line
+    closes. A suggestion there would be dead code (the model wrote ``return max(x, hi)``),
+    and an inline suggestion cannot take the indentation back, so there is none (the model
+    does not run). Not in prose (:data:`lsp_server.stops.PROSE_LANGUAGES`) or in a
     triple-quoted string."""
     if ctx.mode != "block" or not ctx.at_indentation or ctx.language in PROSE_LANGUAGES:
         return False
+    width = indent_width(ctx.line_prefix)
+    statement: list[str] = []  # the code lines of the statement above, last first
+    depth = least = 0  # of those lines read top-down (BracketDepth's terms)
     end = len(ctx.prefix) - len(ctx.line_prefix) - 1  # the line break before the cursor's line
     for _ in range(EXIT_LOOKBACK):
         if end < 0:
@@ -359,8 +364,15 @@ def after_exit(ctx: CursorContext) -> bool:
         code = line.strip()
         if not code or code.startswith(COMMENT_LINE_STARTS):
             continue
-        return (indent_width(line) == indent_width(ctx.line_prefix) and exits_block(code)
-                and not ctx.open_quote)  # fmt: skip
+        if not statement and indent_width(line) != width:
+            return False
+        brackets = BracketDepth()
+        brackets.feed(code)
+        depth, least = brackets.depth + depth, min(brackets.least, brackets.depth + least)
+        statement.append(code)
+        if least >= 0:  # this line opened everything below it closes: the statement's first
+            return (indent_width(line) == width and exits_block("\n".join(reversed(statement)))
+                    and not ctx.open_quote)  # fmt: skip
     return False
 
 

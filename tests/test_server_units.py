@@ -658,8 +658,15 @@ def test_an_empty_line_below_an_exit_at_its_indentation_is_dead():
     assert after_exit(ctx_at("def clamp(x, lo, hi):\n    if x < lo:\n        return lo\n        |\n    return min(x, hi)\n"))
     assert after_exit(ctx_at("for x in xs:\n    if x:\n        continue\n        # skip\n\n        |\n"))
     assert after_exit(ctx_at("  if (!ok) {\n    throw new Error(\"no\");\n    |\n  }\n", language="javascript"))
+    # an exit whose brackets close on a line of their own, read from its first line
+    assert after_exit(ctx_at("def f(a, b):\n    return (\n        a  # first\n\n        + b\n    )\n    |\n"))
+    assert after_exit(ctx_at("function f() {\n  return {\n    a: 1,\n  };\n  |\n}\n", language="javascript"))
     for text, lang in (("def clamp(x, lo, hi):\n    if x < lo:\n        return lo\n    |\n", ""),  # one level out
                        ("def f():\n    return foo(\n        |\n", ""),  # inside the return's call
+                       ("def f():\n    total = sum(\n        xs\n    )\n    |\n", ""),  # a call's own closer
+                       ("  if (ok) {\n    return 1;\n  }\n  |\n", "javascript"),  # a block's closer
+                       ("  xs.forEach(x => {\n    return x;\n  });\n  |\n", "javascript"),  # a callback's exit
+                       ("def f():\n        return (\n    )\n    |\n", ""),  # opened at another indentation
                        ('def f():\n    """Doc.\n\n    return the thing\n    |\n    """\n', ""),  # a docstring's words
                        ("- return it\n|", "markdown"),  # prose
                        ("def f():\n    return 1|\n", "")):  # not an empty line

@@ -254,6 +254,16 @@ def test_a_line_that_could_never_run_ends_the_output():
     assert unreachable()("    return foo(\n        a,\n    )\n") is None  # continued: not a whole statement
     assert unreachable()('msg = """\nreturn to sender\nplease\n"""\nsend(msg)\n') is None  # a string's lines
     assert unreachable()("const t = `\nbreak here\nand here\n`;\nreturn t;\n") is None
+    # an exit whose brackets close on a later line counts from its closer on
+    out = "return (\n    a  # first\n\n    + b\n)\nprint(a)\n"
+    assert out[: unreachable()(out)] == "return (\n    a  # first\n\n    + b\n)"
+    out = "return {\n  a: 1,\n};\nconsole.log(a);"  # the dead line's end never comes (end of text)
+    assert out[: unreachable()(out)] == "return {\n  a: 1,\n};"
+    # fed as the engine feeds it: a dead line is cut at its first character, not at its end
+    # (a comment's marker is waited for)
+    matcher = unreachable("    ").matcher()
+    assert [matcher.feed(p) for p in ("return lo", "\n", "    ", "/", "/ note", "\n", "    ")] == [None] * 7
+    assert matcher.feed("r") == len("return lo\n    // note")
     for code in ("return lo", "return a if c else b", "break;", "raise ValueError(\"x\")", "throw new Error(\"a, b\");", "continue"):
         assert exits_block(code), code
     for code in ("return foo(", "return x if y", "return x unless y", "return_code = 1", "break: auto", "returned = 1"):
@@ -286,13 +296,17 @@ def test_a_loop_inside_a_trailing_comment_keeps_the_code_before_it():
 
 def test_the_same_lines_written_deeper_and_deeper_are_a_loop():
     """A block of lines written again, each writing moved right by the same step (a subquery
-    nested in itself), is a loop: its first writing stays. One line at changing
+    nested in itself), is a loop: its first writing stays, unless it leaves a bracket open
+    (then the output ends before the spiral). One line at changing
     indentation (``end`` or ``}`` closing nested blocks) and nested code that differs are not."""
     from fastcoder.stops import loop
 
     sql = "id IN (\n" + "".join(
         f"{' ' * (4 * d + 4)}SELECT id\n{' ' * (4 * d + 6)}FROM users\n{' ' * (4 * d + 6)}WHERE id IN (\n" for d in range(4))
-    assert sql[: loop()(sql)] == "id IN (\n    SELECT id\n      FROM users\n      WHERE id IN ("
+    # its first writing leaves ``IN (`` open: the spiral goes whole
+    assert sql[: loop()(sql)] == "id IN ("
+    closed = "".join(f"{' ' * (2 * d)}foo(bar)\n{' ' * (2 * d)}baz(x)\n" for d in range(4))
+    assert closed[: loop()(closed)] == "foo(bar)\nbaz(x)"  # a first writing that closes what it opens stays
     ruby = "if a\n  if b\n    if c\n      x = 1\n    end\n  end\nend\n"
     nested = "for x in xs:\n    for y in x:\n        for z in y:\n            print(z)\n"
     braces = "".join(f"{' ' * (4 * d)}}}\n" for d in range(6, 0, -1))
