@@ -358,7 +358,7 @@ FAKE_SERVER = r'''
 import json, sys
 
 log_path = sys.argv[1]
-log = {"init_options": None, "configurations": [], "opened": [], "commands": [], "cursor": []}
+log = {"init_options": None, "configurations": [], "opened": [], "commands": [], "cursor": [], "inline": []}
 
 def save():
     with open(log_path, "w") as f:
@@ -383,6 +383,15 @@ def send(msg):
     sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
     sys.stdout.buffer.flush()
 
+# text before the cursor (stripped of its indentation) -> (suggestion, characters right of
+# the cursor it replaces)
+INLINE = {
+    "return ": ("w * h\n# done", 0),
+    "return w": (" * h\n# done", 0),
+    "return w * h": ("\n# done", 0),
+    "print(": ('"h\u00e9")', 1),  # replaces the auto-closed ")"
+}
+texts = {}
 next_id = 1000
 while True:
     msg = read()
@@ -408,6 +417,22 @@ while True:
         log["configurations"].append(params.get("settings"))
     elif method == "textDocument/didOpen":
         log["opened"].append(params["textDocument"]["uri"])
+        texts[params["textDocument"]["uri"]] = params["textDocument"]["text"]
+    elif method == "textDocument/didChange":
+        texts[params["textDocument"]["uri"]] = params["contentChanges"][-1]["text"]  # full sync
+    elif method == "textDocument/inlineCompletion":
+        # ghost text (GHOST_DRIVER): an answer per text before the cursor, as the real server
+        # answers: ranges in UTF-16 columns
+        pos = params["position"]
+        line = texts.get(params["textDocument"]["uri"], "").split("\n")[pos["line"]]
+        log["inline"].append(line[: pos["character"]])
+        answer = INLINE.get(line[: pos["character"]].lstrip())
+        items = []
+        if answer is not None:
+            text, replaces = answer
+            end = {"line": pos["line"], "character": pos["character"] + replaces}
+            items = [{"insertText": text, "range": {"start": pos, "end": end}}]
+        send({"id": mid, "result": {"items": items}})
     elif method == "fastcoder/cursor":
         log["cursor"].append(params)
     elif method == "textDocument/completion" and len(sys.argv) > 2 and sys.argv[2] == "lines":
@@ -560,6 +585,166 @@ def test_a_multi_line_item_is_inserted_as_lines(nvim_bin: str, tmp_path: Path, c
     assert res["menu"] == (completeopt == "menuone,noinsert"), res
     assert res["lines"] == ["y = f(", "    x,", "    y,", "a)", "z = 1"], res
     assert res["cursor"] == [4, 0], res
+
+
+# Ghost text as a user meets it (Neovim before 0.12: the plugin's own, fastcoder.ghost): keys
+# typed in insert mode, each step waiting for what the one before should show. Keys go
+# through the typeahead, so the steps run from timers. A step: {keys, until} (until: the name
+# of a check in WAIT, or nil); what the ghost text and the buffer were after each step is
+# recorded.
+GHOST_DRIVER = r"""
+local CFG = vim.fn.json_decode([==[__CONFIG__]==])
+vim.opt.runtimepath:prepend(CFG.plugin_dir)
+vim.cmd("filetype on")
+local fc = require("fastcoder")
+fc.setup({ cmd = CFG.cmd, init_options = CFG.init_options, filetypes = { "python" }, cursor_rest_ms = false })
+vim.cmd("edit " .. vim.fn.fnameescape(CFG.file))
+local bufnr = vim.api.nvim_get_current_buf()
+local ghost = require("fastcoder.ghost")
+local result = { nvim = tostring(vim.version()), steps = {} }
+local function marks()
+  local out = {}
+  for _, m in ipairs(vim.api.nvim_buf_get_extmarks(bufnr, ghost.ns, 0, -1, { details = true })) do
+    local d = m[4]
+    local lines = {}
+    for _, l in ipairs(d.virt_lines or {}) do table.insert(lines, l[1][1]) end
+    table.insert(out, { row = m[2], col = m[3], text = d.virt_text and d.virt_text[1][1] or vim.NIL,
+                        pos = d.virt_text_pos or vim.NIL, lines = lines, hl = d.virt_text and d.virt_text[1][2] or vim.NIL })
+  end
+  return out
+end
+local function snapshot(name)
+  local shown = ghost.current(bufnr)
+  table.insert(result.steps, { name = name, ghost = shown and shown.text or vim.NIL, marks = marks(),
+                               lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false),
+                               cursor = vim.api.nvim_win_get_cursor(0), mode = vim.api.nvim_get_mode().mode })
+end
+local function finish()
+  local f = io.open(CFG.out, "w"); f:write(vim.fn.json_encode(result)); f:close()
+  for _, c in ipairs(fc.get_clients()) do
+    if vim.fn.has("nvim-0.11") == 1 then c:stop() else c.stop() end
+  end
+  vim.wait(3000, function() return #fc.get_clients() == 0 end, 50)
+  vim.cmd("qa!")
+end
+result.initialized = vim.wait(CFG.start_timeout_ms, function()
+  local c = fc.get_clients({ bufnr = bufnr })[1]
+  return c ~= nil and c.initialized == true
+end, 50)
+result.ready = vim.wait(CFG.ready_timeout_ms, function() return fc.status.state == "ready" end, 100)
+local WAIT = {
+  shown = function() return ghost.visible(bufnr) end,
+  hidden = function() return ghost.current(bufnr) == nil end,
+}
+local i, t0 = 0, nil
+local function run()
+  i = i + 1
+  local s = CFG.steps[i]
+  if not s then return finish() end
+  if s.cursor then vim.api.nvim_win_set_cursor(0, s.cursor) end
+  if s.keys and s.keys ~= "" then
+    vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(s.keys, true, false, true), "t", false)
+  end
+  t0 = vim.loop.now()
+  local function poll()
+    local ok = (s["until"] == nil or s["until"] == vim.NIL) and vim.loop.now() - t0 >= 200
+      or (WAIT[s["until"]] and WAIT[s["until"]]())
+    if ok or vim.loop.now() - t0 > CFG.step_timeout_ms then
+      snapshot(s.name .. (ok and "" or " (timed out)"))
+      return vim.defer_fn(run, 0)
+    end
+    vim.defer_fn(poll, 20)
+  end
+  vim.defer_fn(poll, 20)
+end
+vim.defer_fn(run, 0)
+"""
+
+
+def _ghost_run(nvim_bin: str, tmp_path: Path, proj: Path, src: Path, cmd: list[str], steps: list[dict],
+               init_options: dict | None = None, step_timeout_ms: int = 10000, env: dict | None = None) -> dict:  # fmt: skip
+    out = tmp_path / "ghost.json"
+    config = {"plugin_dir": str(PLUGIN_DIR), "cmd": cmd, "file": str(src), "out": str(out), "steps": steps,
+              "init_options": init_options or {}, "start_timeout_ms": 120000, "ready_timeout_ms": 180000,
+              "step_timeout_ms": step_timeout_ms}  # fmt: skip
+    script = tmp_path / "ghost.lua"
+    script.write_text(GHOST_DRIVER.replace("__CONFIG__", json.dumps(config)))
+    state = tmp_path / "nvim-state"
+    rc, stdout, stderr = run_nvim(nvim_bin, script, proj, state, env=env)
+    res = read_result(out, rc, stdout, stderr)
+    assert res["initialized"] and res["ready"], f"{res}\n{lsp_log_tail(state)}"
+    res["steps"] = {step["name"]: step for step in res["steps"]}
+    return res
+
+
+def test_ghost_text_as_you_type(nvim_bin: str, tmp_path: Path):
+    """Neovim before 0.12 has no LSP inline completion: the plugin asks for one as you type
+    and draws it as virtual text (first line at the cursor, the rest as virtual lines);
+    typing what it says moves it along; <M-Right> / <M-C-Right> accept a word / the line,
+    <C-]> hides it, <Tab> accepts it all (replacing what its range covers right of the
+    cursor: an auto-closed ``)``) and, with nothing shown, is a plain <Tab>. Against the
+    stdlib fake server, whose answers are fixed per text before the cursor."""
+    proj, _ = make_project(tmp_path)
+    src = proj / "pkg" / "area.py"
+    src.write_text("def area(w, h):\n    return \nprint()\n")
+    server = tmp_path / "fake_server.py"
+    server.write_text(FAKE_SERVER)
+    log = tmp_path / "log.json"
+    steps = [
+        {"name": "enter", "cursor": [2, 10], "keys": "A", "until": "shown"},
+        {"name": "typed along", "keys": "w", "until": "shown"},
+        {"name": "word", "keys": "<M-Right>", "until": "shown"},
+        {"name": "line", "keys": "<M-C-Right>", "until": "shown"},
+        {"name": "dismissed", "keys": "<C-]>", "until": "hidden"},
+        {"name": "plain tab", "keys": "<Tab>", "until": None},
+        {"name": "back", "keys": "<BS>", "until": "shown"},
+        {"name": "accepted", "keys": "<Tab>", "until": "hidden"},
+        {"name": "in brackets", "cursor": [4, 6], "keys": "", "until": "shown"},
+        {"name": "replaced", "keys": "<Tab>", "until": "hidden"},
+        {"name": "left", "keys": "<Esc>", "until": "hidden"},
+    ]
+    res = _ghost_run(nvim_bin, tmp_path, proj, src, [sys.executable, str(server), str(log)], steps, step_timeout_ms=5000)
+    st = res["steps"]
+    assert set(st) == {s["name"] for s in steps}, list(st)  # none timed out
+    (mark,) = st["enter"]["marks"]
+    assert mark == {"row": 1, "col": 11, "text": "w * h", "pos": "overlay", "lines": ["# done"], "hl": "FastCoderGhost"}, mark
+    assert st["enter"]["lines"][1] == "    return " and st["enter"]["mode"] == "i"
+    assert st["typed along"]["ghost"] == " * h\n# done"
+    assert st["word"]["lines"][1] == "    return w *" and st["word"]["ghost"] == " h\n# done"
+    assert st["line"]["lines"][1] == "    return w * h" and st["line"]["ghost"] == "\n# done"
+    assert st["dismissed"]["marks"] == [] and st["dismissed"]["lines"][1] == "    return w * h"
+    assert st["plain tab"]["lines"][1] == "    return w * h\t" and st["plain tab"]["ghost"] is None
+    (mark,) = st["back"]["marks"]  # a suggestion that starts on the next line: virtual lines only
+    assert mark["text"] is None and mark["lines"] == ["# done"], mark
+    assert st["accepted"]["lines"] == ["def area(w, h):", "    return w * h", "# done", "print()"]
+    assert st["accepted"]["cursor"] == [3, 6]
+    (mark,) = st["in brackets"]["marks"]  # inside a line: after its end before Neovim 0.10
+    assert mark["text"] == '"h\u00e9")' and mark["pos"] in ("eol", "inline"), mark
+    assert st["replaced"]["lines"][3] == 'print("h\u00e9")'  # the ")" replaced, not doubled
+    assert st["replaced"]["cursor"] == [4, len('print("h\u00e9")'.encode())]
+    assert st["left"]["mode"] == "n" and st["left"]["marks"] == []
+    asked = json.loads(log.read_text())["inline"]
+    assert asked[0] == "    return " and "print(" in asked, asked
+
+
+def test_ghost_text_with_real_server(nvim_bin: str, tmp_path: Path, request: pytest.FixtureRequest):
+    """The ghost text from ``fastcoder serve`` itself (the scripted tiny model's answer at
+    the end of ``MATHUTIL``), accepted with <Tab>."""
+    pytest.importorskip("lsp_server.server")
+    model_dir = request.getfixturevalue("nvim_model_dir")
+    proj, src = make_project(tmp_path)
+    pythonpath = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    steps = [
+        {"name": "enter", "cursor": [13, 10], "keys": "A", "until": "shown"},
+        {"name": "accepted", "keys": "<Tab>", "until": "hidden"},
+    ]
+    res = _ghost_run(nvim_bin, tmp_path, proj, src, [sys.executable, "-m", "fastcoder_cli", "serve"], steps,
+                     init_options={"model": str(model_dir), "dtype": "float32", "maxNewTokens": 8},
+                     step_timeout_ms=60000, env={"PYTHONPATH": pythonpath})  # fmt: skip
+    st = res["steps"]
+    assert set(st) == {"enter", "accepted"}, list(st)
+    assert st["enter"]["ghost"] == COMPLETION_ANSWER, st["enter"]
+    assert st["accepted"]["lines"][12] == "    return " + COMPLETION_ANSWER, st["accepted"]
 
 
 def test_completion_with_real_server(nvim_bin: str, tmp_path: Path, request: pytest.FixtureRequest):

@@ -17,6 +17,7 @@ when the model is not fetched.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -73,7 +74,10 @@ def _menu(screen: str) -> list[str]:
     return [] if at is None else [ln for ln in lines[at + 1 :] if "FastCoder" in ln]
 
 
-def test_omni_completion_in_tmux(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def _nvim_in_tmux(tmp_path: Path):
+    """Neovim in a detached tmux session on the editor document, its server ready: yields
+    (tmux session name, the document's path)."""
     nvim, tmux = shutil.which("nvim"), shutil.which("tmux")
     if not nvim or not tmux:
         pytest.skip("needs nvim and tmux (`apt-get install -y neovim tmux`; make test does it when root)")
@@ -120,6 +124,25 @@ def test_omni_completion_in_tmux(tmp_path: Path) -> None:
         assert status_file.exists() and status_file.read_text() == "ready", (
             f"server not ready after {LOAD_WAIT_S:.0f} s (status: {status_file.read_text() if status_file.exists() else 'none'})"
         )
+        yield session, src
+    finally:
+        _tmux("kill-session", "-t", session, check=False)
+
+
+def _save_capture(screen: str, name: str) -> str:
+    """The screen as text (trailing blanks off), written to OUT/name (and to docs/screenshots
+    with ``FASTCODER_UPDATE_DOCS=1``)."""
+    capture = "\n".join(line.rstrip() for line in screen.rstrip("\n").split("\n")) + "\n"
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / name).write_text(capture)
+    if os.environ.get("FASTCODER_UPDATE_DOCS", "").strip() not in ("", "0"):
+        DOC_CAPTURE.parent.mkdir(parents=True, exist_ok=True)
+        (DOC_CAPTURE.parent / name).write_text(capture)
+    return capture
+
+
+def test_omni_completion_in_tmux(tmp_path: Path) -> None:
+    with _nvim_in_tmux(tmp_path) as (session, _src):
         deadline = time.monotonic() + WAIT_S
         # the last line (the docstring), open a line below it: Neovim indents it
         _tmux("send-keys", "-t", session, "G", "z", "z", "o")  # (zz: room for the menu below)
@@ -137,14 +160,53 @@ def test_omni_completion_in_tmux(tmp_path: Path) -> None:
             _tmux("send-keys", "-t", session, "C-e")  # "Pattern not found": close it, ask again
         time.sleep(0.5)
         screen = _tmux("capture-pane", "-p", "-t", session)
-    finally:
-        _tmux("kill-session", "-t", session, check=False)
-    capture = "\n".join(line.rstrip() for line in screen.rstrip("\n").split("\n")) + "\n"
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "nvim-tmux.txt").write_text(capture)
-    if os.environ.get("FASTCODER_UPDATE_DOCS", "").strip() not in ("", "0"):
-        DOC_CAPTURE.parent.mkdir(parents=True, exist_ok=True)
-        DOC_CAPTURE.write_text(capture)
-    lines = capture.split("\n")
+    capture = _save_capture(screen, DOC_CAPTURE.name)
     menu = _menu(capture)
     assert menu and "return" in menu[0], f"no suggestion in the popup:\n{capture}"
+
+
+def _below_stub(screen: str) -> list[str]:
+    """The screen's lines below the stub's docstring, up to the first empty one."""
+    lines = screen.split("\n")
+    at = next((i for i, ln in enumerate(lines) if '"""Return the number of words' in ln), None)
+    if at is None:
+        return []
+    out = []
+    for ln in lines[at + 1 :]:
+        if not ln.strip() or ln.startswith("~"):
+            break
+        out.append(ln.rstrip())
+    return out
+
+
+def test_ghost_text_in_tmux(tmp_path: Path) -> None:
+    """Neovim 0.7.2 has no LSP inline completion: the plugin's ghost text. A new line in the
+    stub's body shows the suggestion on the screen without any key but ``o``; it is virtual
+    (gone from the screen after <Esc>, not in the buffer), and on the same new line again
+    (``u``, ``o``) <Tab> puts it in the file (written with ``:w`` and read back)."""
+    with _nvim_in_tmux(tmp_path) as (session, src):
+        deadline = time.monotonic() + WAIT_S
+        _tmux("send-keys", "-t", session, "G", "z", "z", "o")
+        screen, shown = "", []
+        while time.monotonic() < deadline and not any(ln.strip() for ln in shown):
+            time.sleep(0.5)
+            screen = _tmux("capture-pane", "-p", "-t", session)
+            shown = _below_stub(screen)
+        seen = screen
+        _tmux("send-keys", "-t", session, "Escape")
+        time.sleep(1.0)
+        after_esc = _below_stub(_tmux("capture-pane", "-p", "-t", session))
+        _tmux("send-keys", "-t", session, "u", "o")  # the empty line undone, opened again
+        until = time.monotonic() + 60
+        while time.monotonic() < until and not any(ln.strip() for ln in _below_stub(_tmux("capture-pane", "-p", "-t", session))):
+            time.sleep(0.5)
+        _tmux("send-keys", "-t", session, "Tab")
+        time.sleep(1.0)
+        _tmux("send-keys", "-t", session, "Escape", ":w", "Enter")
+        time.sleep(1.0)
+    capture = _save_capture(seen, "nvim-ghost.txt")
+    assert shown and any("return" in ln for ln in shown), f"no ghost text below the stub:\n{capture}"
+    assert not any(ln.strip() for ln in after_esc), f"the ghost text stayed after <Esc>: {after_esc}"
+    written = src.read_text().rstrip("\n").split("\n")
+    body = written[written.index('    """Return the number of words in text."""') + 1 :]
+    assert body and body[0].strip() == shown[0].strip(), (body, shown)

@@ -32,6 +32,15 @@ local ok, err = pcall(function()
   check("merge: init_options", cfg.init_options.maxNewTokens == 8)
   check("merge: keymaps merged", cfg.keymaps.trigger == "<C-Space>" and cfg.keymaps.accept == "<Tab>")
 
+  -- the ghost text's partial accepts
+  local ghost = require("fastcoder.ghost")
+  check("ghost: a word", ghost.piece("  total(xs) + 1", "word") == "  total")
+  check("ghost: symbols", ghost.piece("(xs) + 1", "word") == "(")
+  check("ghost: next line's word", ghost.piece("\n    return x", "word") == "\n    return")
+  check("ghost: the line", ghost.piece("a = 1\nb = 2", "line") == "a = 1")
+  check("ghost: the next line", ghost.piece("\nb = 2\nc", "line") == "\nb = 2")
+  check("ghost: all", ghost.piece("a\nb", "all") == "a\nb")
+
   -- setup with a missing binary must not raise
   local missing = "/nonexistent/dir/fastcoder-missing"
   local setup_ok, setup_err = pcall(fc.setup, { cmd = { missing, "serve" }, filetypes = { "python" } })

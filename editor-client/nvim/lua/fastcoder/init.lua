@@ -6,8 +6,9 @@
 --     filetypes = { "python", "lua" },
 --   })
 --
--- Works on Neovim 0.7 (vim.lsp.start_client + omnifunc) up to 0.12+
--- (vim.lsp.start + native LSP inline completion). See editor-client/README.md.
+-- Works on Neovim 0.7 (vim.lsp.start_client, omnifunc and the plugin's own ghost text,
+-- fastcoder.ghost) up to 0.12+ (vim.lsp.start + native LSP inline completion). See
+-- editor-client/README.md.
 
 local M = {}
 
@@ -34,6 +35,9 @@ M.defaults = {
   name = "fastcoder",
   -- Neovim >= 0.12: enable vim.lsp.inline_completion (ghost text) in attached buffers.
   inline_completion = true,
+  -- Neovim < 0.12 (or inline_completion = false): the plugin's own ghost text, asked for
+  -- as you type (textDocument/inlineCompletion) and drawn as virtual text (fastcoder.ghost).
+  ghost_text = true,
   -- Tell the server where the cursor rests (fastcoder/cursor) once it has not moved for
   -- this many ms, so it prepares the suggestion there (server setting warmAtCursor).
   -- false or 0: never.
@@ -42,7 +46,10 @@ M.defaults = {
   omnifunc = true,
   -- Insert-mode keys; set one to false to skip that mapping.
   keymaps = {
-    accept = "<Tab>", -- (>= 0.12) accept the inline suggestion, else a normal <Tab>
+    accept = "<Tab>", -- accept the inline suggestion (ghost text), else a normal <Tab>
+    accept_word = "<M-Right>", -- (ghost_text) accept its next word
+    accept_line = "<M-C-Right>", -- (ghost_text) accept the rest of its line (or its next line)
+    dismiss = "<C-]>", -- (ghost_text) hide it
     next = "<M-]>", -- (>= 0.12) next inline suggestion
     prev = "<M-[>", -- (>= 0.12) previous inline suggestion
     trigger = "<M-\\>", -- request completions now (omni completion, any version)
@@ -318,6 +325,25 @@ function M.split_completed_lines(bufnr, word)
   return true
 end
 
+--- The plugin's ghost text in `bufnr` (fastcoder.ghost) and its insert-mode keys: each
+--- acts when a suggestion is shown at the cursor, else the key does what it did before.
+local function attach_ghost(client, bufnr, km)
+  local ghost = require("fastcoder.ghost")
+  ghost.attach(client, bufnr)
+  local function key(lhs, action, desc)
+    map(bufnr, lhs, function()
+      if ghost.visible(bufnr) then
+        return string.format("<Cmd>lua require('fastcoder.ghost').%s(%d)<CR>", action, bufnr)
+      end
+      return lhs
+    end, desc, { expr = true })
+  end
+  key(km.accept, "accept", "FastCoder: accept the suggestion")
+  key(km.accept_word, "accept_word", "FastCoder: accept the suggestion's next word")
+  key(km.accept_line, "accept_line", "FastCoder: accept the suggestion's line")
+  key(km.dismiss, "dismiss", "FastCoder: hide the suggestion")
+end
+
 local function on_attach(client, bufnr)
   local cfg = M.config
   local km = cfg.keymaps or {}
@@ -332,7 +358,11 @@ local function on_attach(client, bufnr)
       end,
     })
   end
-  if cfg.inline_completion and M.has_inline_completion() then
+  local native = cfg.inline_completion and M.has_inline_completion()
+  if not native and cfg.ghost_text then
+    attach_ghost(client, bufnr, km)
+  end
+  if native then
     local ic = vim.lsp.inline_completion
     pcall(ic.enable, true, { bufnr = bufnr })
     if km.accept then
