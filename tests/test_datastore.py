@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import numpy as np
@@ -159,3 +160,36 @@ def test_clear_memos_empties_every_memo_a_store_holds():
     hits = a.memo.hits
     a.retrieve([1, 2], n_min=1)
     assert a.memo.hits == hits  # searched again, not remembered
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc (Linux)")
+def test_a_suffix_sort_starts_no_openmp_threads_of_its_own() -> None:
+    """pydivsufsort's OpenMP sort binds to torch's OpenMP runtime: a thread that sorted
+    would own a team of that runtime's threads for as long as it lives, and with more OpenMP
+    threads than CPUs every model step waits on wake-ups (``fastcoder.datastore._one_omp_thread``).
+    A build in an index thread starts no native thread (fails without the fix: 2 more)."""
+    import threading
+
+    import torch  # noqa: F401  (loaded first, as in the server: its runtime's symbols win)
+
+    from fastcoder.datastore import TokenDatastore
+
+    docs = [np.random.default_rng(0).integers(0, 1000, 200_000).tolist()]
+    before = set(os.listdir("/proc/self/task"))
+    built, release = threading.Event(), threading.Event()
+
+    def build() -> None:
+        TokenDatastore.build(docs)
+        built.set()
+        release.wait(30)
+
+    thread = threading.Thread(target=build)
+    thread.start()
+    try:
+        assert built.wait(120)
+        python_threads = {str(t.native_id) for t in threading.enumerate()}
+        started = set(os.listdir("/proc/self/task")) - before
+        assert started - python_threads == set()  # no native (OpenMP) thread beside the builder
+    finally:
+        release.set()
+        thread.join()
