@@ -40,6 +40,7 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -550,41 +551,123 @@ def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5) -> Cost
     13.9-14.3 s before, there (paid once per model, device and dtype: the curve is cached).
     The curve is then made non-decreasing (c(k) = max over j <= k of c(j)).
     """
-    padded = bool(getattr(verifier, "padded", True))
-    ks = [b - 1 for b in verifier.buckets]
-    if not padded:
-        ks = sorted(set(ks) | {k for k in UNPADDED_POINTS if k < max(ks)})
-    vocab = int(getattr(verifier.model.config, "vocab_size", 1000))
-    gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(10, max(11, vocab - 10), (context_len + 1 + max(ks),), generator=gen).tolist()
-    kv = KVState()
-    verifier.prefill(kv, ids[:context_len], reserve=max(ks) + 1)
-    base = len(kv.ids)
-    best = [float("inf")] * len(ks)
-    for _ in range(rounds):
-        for j, k in enumerate(ks):
-            tree = DraftTree.chain(ids[context_len + 1 : context_len + 1 + k], "probe")
-            verifier.step(kv, ids[context_len], tree)  # untimed: the step before is of this size
-            kv.truncate(base)
-            t0 = time.perf_counter()
-            verifier.step(kv, ids[context_len], tree)
-            best[j] = min(best[j], time.perf_counter() - t0)
-            kv.truncate(base)  # roll back whatever the step kept
-    for j in range(1, len(best)):  # non-decreasing: a lucky low sample at a large k must
-        best[j] = max(best[j], best[j - 1])  # not make the smaller ks look as cheap
-    return CostCurve(ks, best, context_len, padded=padded)
+    return CurveMeasurement(verifier, (context_len,), rounds).finish()
+
+
+PREFILL_PIECE = 256
+"""Tokens of a measurement's context prefilled per unit (:class:`CurveMeasurement`)."""
+
+
+class CurveMeasurement:
+    """:func:`measure` at each of ``lengths`` (the first length's curve, the others in
+    ``by_length``), run in small units that can stop between any two and go on later: a
+    server measures its first curve while the model thread is idle, between requests
+    (:meth:`run`), instead of before its first answer. A unit is a piece of a context's
+    prefill (:data:`PREFILL_PIECE` tokens) or one size's warm and timed step of a round;
+    the rounds interleave the sizes as :func:`measure` says. ``cpu_share``: the process's
+    share of its threads' wall time on the CPU over the units run (1.0 on a quiet machine;
+    not judged on CUDA)."""
+
+    def __init__(self, verifier: Verifier, lengths: tuple[int, ...], rounds: int = 5) -> None:
+        self.verifier = verifier
+        self.lengths = tuple(lengths)
+        self.rounds = rounds
+        self.padded = bool(getattr(verifier, "padded", True))
+        ks = [b - 1 for b in verifier.buckets]
+        if not self.padded:
+            ks = sorted(set(ks) | {k for k in UNPADDED_POINTS if k < max(ks)})
+        self.ks = ks
+        self.best = {n: [float("inf")] * len(ks) for n in self.lengths}
+        self.units_total = sum(-(-n // PREFILL_PIECE) for n in self.lengths) + len(self.lengths) * rounds * len(ks)
+        self.units_done = 0
+        self._phase = 0  # index into lengths
+        self._kv: KVState | None = None
+        self._ids: list[int] = []
+        self._base = 0
+        self._round = self._j = 0
+        self._wall = self._cpu = 0.0
+
+    @property
+    def done(self) -> bool:
+        return self._phase >= len(self.lengths)
+
+    def _unit(self) -> None:
+        n = self.lengths[self._phase]
+        if self._kv is None:
+            vocab = int(getattr(self.verifier.model.config, "vocab_size", 1000))
+            gen = torch.Generator().manual_seed(0)
+            self._ids = torch.randint(10, max(11, vocab - 10), (n + 1 + max(self.ks),), generator=gen).tolist()
+            self._kv = KVState()
+        kv, ids, room = self._kv, self._ids, max(self.ks) + 1
+        if len(kv.ids) < n:  # the context, a piece at a time (the cache sized once for all of it)
+            upto = min(n, len(kv.ids) + PREFILL_PIECE)
+            self.verifier.prefill(kv, ids[:upto], reserve=n - upto + room)
+            self._base = len(kv.ids)
+            return
+        k = self.ks[self._j]
+        tree = DraftTree.chain(ids[n + 1 : n + 1 + k], "probe")
+        self.verifier.step(kv, ids[n], tree)  # untimed: the step before is of this size
+        kv.truncate(self._base)
+        t0 = time.perf_counter()
+        self.verifier.step(kv, ids[n], tree)
+        best = self.best[n]
+        best[self._j] = min(best[self._j], time.perf_counter() - t0)
+        kv.truncate(self._base)  # roll back whatever the step kept
+        self._j += 1
+        if self._j == len(self.ks):
+            self._j, self._round = 0, self._round + 1
+            if self._round == self.rounds:  # this length is measured
+                self._round, self._phase, self._kv, self._ids = 0, self._phase + 1, None, []
+
+    def run(self, stop: Callable[[], bool] = lambda: False) -> bool:
+        """Units until the measurement is done (True) or ``stop()`` says so between two."""
+        while not self.done and not stop():
+            wall, cpu = time.perf_counter(), time.process_time()
+            self._unit()
+            self._wall += time.perf_counter() - wall
+            self._cpu += time.process_time() - cpu
+            self.units_done += 1
+        return self.done
+
+    def finish(self) -> CostCurve:
+        """The rest of the units now, then the curve."""
+        self.run()
+        return self.curve()
+
+    def curve(self) -> CostCurve:
+        """The measured curve (made non-decreasing: a lucky low sample at a large k must not
+        make the smaller ks look as cheap)."""
+        if not self.done:
+            raise RuntimeError("the cost curve is not measured yet")
+        per = {}
+        for n, best in self.best.items():
+            best = list(best)
+            for j in range(1, len(best)):
+                best[j] = max(best[j], best[j - 1])
+            per[n] = best
+        first = self.lengths[0]
+        return CostCurve(self.ks, per[first], first, by_length={n: per[n] for n in self.lengths[1:]}, padded=self.padded)
+
+    def conditions(self) -> dict:
+        """How contended the CPU was over the units (what the cache records with the curve)."""
+        share = 1.0
+        if getattr(getattr(self.verifier, "device", None), "type", "cpu") == "cpu" and self._wall > 0:
+            share = min(1.0, self._cpu / (self._wall * max(1, torch.get_num_threads())))
+        return {"load_per_cpu": round(_loadavg_per_cpu(), 2), "cpu_share": round(share, 2)}
+
+
+def usable_lengths(verifier: Verifier, lengths: tuple[int, ...] = LENGTHS) -> tuple[int, ...]:
+    """Those of ``lengths`` the model's positions allow with the largest bucket after them
+    (the first always)."""
+    limit = int(getattr(verifier.model.config, "max_position_embeddings", 0) or 0)
+    room = verifier.buckets[-1] + 1
+    return tuple(n for n in lengths if not limit or n + room <= limit) or (min(lengths),)
 
 
 def measure_lengths(verifier: Verifier, lengths: tuple[int, ...] = LENGTHS, rounds: int = 5) -> CostCurve:
     """:func:`measure` at each of ``lengths`` that the model's positions allow (the
     first always), as one curve: the first length's, with the others in ``by_length``."""
-    limit = int(getattr(verifier.model.config, "max_position_embeddings", 0) or 0)
-    room = verifier.buckets[-1] + 1
-    usable = [n for n in lengths if not limit or n + room <= limit] or [min(lengths)]
-    curve = measure(verifier, usable[0], rounds)
-    for n in usable[1:]:
-        curve.by_length[n] = measure(verifier, n, rounds).seconds
-    return curve
+    return CurveMeasurement(verifier, usable_lengths(verifier, lengths), rounds).finish()
 
 
 def _loadavg_per_cpu() -> float:
@@ -594,20 +677,6 @@ def _loadavg_per_cpu() -> float:
         return 0.0
 
 
-def _measure_recorded(verifier: Verifier) -> tuple[CostCurve, dict]:
-    """:func:`measure_lengths`, and how contended the CPU was meanwhile: the share of
-    the torch threads' wall time this process spent on the CPU (1.0 on a quiet machine;
-    not judged on CUDA, where the host mostly waits for the device)."""
-    load = _loadavg_per_cpu()
-    wall, cpu = time.perf_counter(), time.process_time()
-    curve = measure_lengths(verifier)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    share = 1.0
-    if getattr(getattr(verifier, "device", None), "type", "cpu") == "cpu" and wall > 0:
-        share = min(1.0, cpu / (wall * max(1, torch.get_num_threads())))
-    return curve, {"load_per_cpu": round(load, 2), "cpu_share": round(share, 2)}
-
-
 def _cache_file(key: str) -> Path:
     from fastcoder.models import cache_root
 
@@ -615,14 +684,14 @@ def _cache_file(key: str) -> Path:
     return cache_root() / "costs" / f"{safe}.json"
 
 
-def load_or_measure(verifier: Verifier, key: str) -> CostCurve:
-    """The cached curve for ``key`` (model|device|dtype|attention|graphs), measuring it
-    the first time, and again when it was measured under load (the process got less
-    than ``CONTENDED`` of its CPU time) and the load average is now lower by at least
+def load_cached(key: str) -> CostCurve | None:
+    """The cached curve for ``key`` (model|device|dtype|attention|graphs; what
+    ``Engine.cost_curve`` measures once and caches), or None when there
+    is none or it is due to be measured again: it was measured under load (the process got
+    less than ``CONTENDED`` of its CPU time) and the load average is now lower by at least
     0.25 per CPU than it was then (a contended curve makes every step look dearer)."""
-    path = _cache_file(key)
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(_cache_file(key).read_text())
         if data.get("version") == CURVE_VERSION:
             contended = float(data.get("cpu_share", 1.0)) < CONTENDED
             if not (contended and _loadavg_per_cpu() < float(data.get("load_per_cpu", 0.0)) - 0.25):
@@ -631,11 +700,17 @@ def load_or_measure(verifier: Verifier, key: str) -> CostCurve:
                      key, data.get("cpu_share"), data.get("load_per_cpu"))  # fmt: skip
     except (OSError, ValueError, KeyError):
         pass
-    log.info("measuring verification cost curve c(k) for %s", key)
-    curve, conditions = _measure_recorded(verifier)
+    return None
+
+
+def save_measured(key: str, measurement: CurveMeasurement) -> CostCurve:
+    """The curve ``measurement`` measured, written to the cache for ``key`` with how
+    contended the CPU was meanwhile."""
+    curve = measurement.curve()
+    path = _cache_file(key)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(fd, "w") as fh:
-        json.dump({**curve.to_json(), "key": key, "version": CURVE_VERSION, **conditions}, fh)
+        json.dump({**curve.to_json(), "key": key, "version": CURVE_VERSION, **measurement.conditions()}, fh)
     os.replace(tmp, path)
     return curve

@@ -8,11 +8,13 @@ The one entry point the CLI, the server and the benchmark call::
 
 from __future__ import annotations
 
+import logging
 import threading
+from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Collection, Sequence
 
-from fastcoder.budget import CostCurve, StepCalibration, load_or_measure
+from fastcoder.budget import CostCurve, CurveMeasurement, StepCalibration, load_cached, save_measured, usable_lengths
 from fastcoder.config import DecodeConfig
 from fastcoder.decode import Generation, StepCallback, generate
 from fastcoder.drafters import Sources, make_drafter
@@ -21,6 +23,8 @@ from fastcoder.session import Session
 from fastcoder.tokens import encode
 from fastcoder.stops import StopLike
 from fastcoder.verifier import Verifier
+
+log = logging.getLogger(__name__)
 
 
 def _host(device) -> str:
@@ -50,6 +54,8 @@ class Engine:
         self.pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="fastcoder-search")
         self._curve: CostCurve | None = None
         self._curve_lock = threading.Lock()
+        self._curve_source = ""  # "cache" | "measured" | "" (none yet)
+        self._measuring: CurveMeasurement | None = None  # deferred (defer_cost_curve), not done
         # the curve against the steps this process runs (DecodeConfig.step_calibration, off by default)
         self.calibration = StepCalibration()
 
@@ -66,20 +72,74 @@ class Engine:
     def dtype(self):
         return self.verifier.dtype
 
+    def _curve_key(self) -> str:
+        # everything that changes what a step costs: a curve measured with another
+        # attention, graph mode, matmul path (packed weights) or step padding (batch-invariant) is not this one's
+        attn = getattr(self.model.config, "_attn_implementation", None) or "?"
+        packed = "|packed" if is_packed(self.model) else ""
+        inv = "|invariant" if self.verifier.invariant else ""
+        if self.verifier.explicit_from is not None:
+            inv += f"|explicit>={self.verifier.explicit_from}"
+        return f"{self.name}|{self.device}|{self.dtype}|attn={attn}|graphs={self.verifier.use_graphs}{packed}{inv}|{_host(self.device)}"
+
     def cost_curve(self) -> CostCurve:
-        """c(k) for this model, device and dtype (measured once, cached on disk)."""
+        """c(k) for this model, device and dtype: cached on disk, else measured now (a
+        deferred measurement is finished now) and cached."""
         with self._curve_lock:
+            if self._curve is None and self._measuring is None:
+                self._curve = load_cached(self._curve_key())
+                self._curve_source = "cache" if self._curve is not None else ""
+                if self._curve is None:
+                    log.info("measuring verification cost curve c(k) for %s", self._curve_key())
+                    self._measuring = CurveMeasurement(self.verifier, usable_lengths(self.verifier))
             if self._curve is None:
-                # everything that changes what a step costs: a curve measured with another
-                # attention, graph mode, matmul path (packed weights) or step padding (batch-invariant) is not this one's
-                attn = getattr(self.model.config, "_attn_implementation", None) or "?"
-                packed = "|packed" if is_packed(self.model) else ""
-                inv = "|invariant" if self.verifier.invariant else ""
-                if self.verifier.explicit_from is not None:
-                    inv += f"|explicit>={self.verifier.explicit_from}"
-                key = f"{self.name}|{self.device}|{self.dtype}|attn={attn}|graphs={self.verifier.use_graphs}{packed}{inv}|{_host(self.device)}"
-                self._curve = load_or_measure(self.verifier, key)
+                self._measuring.run()
+                self._curve, self._measuring = save_measured(self._curve_key(), self._measuring), None
+                self._curve_source = "measured"
             return self._curve
+
+    def cached_cost_curve(self) -> CostCurve | None:
+        """The curve if it is loaded or cached on disk (never measures it)."""
+        with self._curve_lock:
+            if self._curve is None and self._measuring is None:
+                self._curve = load_cached(self._curve_key())
+                self._curve_source = "cache" if self._curve is not None else ""
+            return self._curve
+
+    def defer_cost_curve(self) -> bool:
+        """With no curve cached: measure it later, a unit at a time (:meth:`measure_some`,
+        in the caller's idle time), instead of now (~20 s for Qwen2.5-Coder-0.5B on a 2-vCPU
+        CPU). Until it is measured, a generation whose drafter needs the curve runs as plain
+        AR (the same tokens; ``GenStats.curve_pending``). True when deferred."""
+        if self.cached_cost_curve() is not None:
+            return False
+        with self._curve_lock:
+            if self._measuring is None:
+                self._measuring = CurveMeasurement(self.verifier, usable_lengths(self.verifier))
+        return True
+
+    def measure_some(self, stop: Callable[[], bool]) -> bool:
+        """Run the deferred measurement's units until it is done (then the curve is saved and
+        used: True) or ``stop()`` says so between two (False). True when there is none."""
+        with self._curve_lock:
+            m = self._measuring
+            if m is None:
+                return True
+            if not m.run(stop):
+                return False
+            self._curve, self._measuring = save_measured(self._curve_key(), m), None
+            self._curve_source = "measured"
+            return True
+
+    def curve_state(self) -> dict:
+        """Where the cost curve stands: ``cached`` (read from disk), ``measured`` (by this
+        process), ``measuring`` (deferred: ``units`` done of all), or ``none`` yet."""
+        m = self._measuring
+        if m is not None:
+            return {"state": "measuring", "units": [m.units_done, m.units_total]}
+        if self._curve is None:
+            return {"state": "none"}
+        return {"state": self._curve_source or "measured"}
 
     def use_cost_curve(self, curve: CostCurve) -> None:
         """Price trees by ``curve`` from now on (a benchmark that measured one under its
@@ -114,8 +174,14 @@ class Engine:
     ) -> Generation:
         config = config or DecodeConfig()
         drafter = make_drafter(config, sources, reference=reference, pool=self.pool)
-        curve = self.cost_curve() if config.max_draft_tokens is None and drafter.drafts and drafter.adaptive_budget else None
-        return generate(
+        curve, pending = None, False
+        if config.max_draft_tokens is None and drafter.drafts and drafter.adaptive_budget:
+            if self._curve is None and self._measuring is not None:  # (defer_cost_curve) plain AR until then
+                pending, config = True, replace(config, method="ar")
+                drafter = make_drafter(config, None, pool=self.pool)
+            else:
+                curve = self.cost_curve()
+        gen = generate(
             self.verifier,
             self.tokenizer,
             drafter,
@@ -131,6 +197,8 @@ class Engine:
             first_allowed=first_allowed,
             calibration=self.calibration,
         )
+        gen.stats.curve_pending = pending
+        return gen
 
     def close(self) -> None:
         self.pool.shutdown(wait=False)

@@ -52,6 +52,8 @@ class GenStats:
     missing_hits: int = 0
     cache_hits: int = 0
     stop_reason: str = ""
+    # ran as plain AR because the engine's cost curve was still being measured (Engine.defer_cost_curve)
+    curve_pending: bool = False
     margins: list[float] = field(default_factory=list)
 
     @property

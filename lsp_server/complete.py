@@ -781,6 +781,9 @@ class Completer:
             first_allowed=prompt.allowed,
             on_step=on_step if early_s is not None else None,
         )
+        if gen.stats.curve_pending:  # ran as AR while the cost curve is measured: not the drafter's
+            judged = False
+            self.metrics.outcome("ar_until_curve")
         gen.stats.setup_s = t_engine - t_begin  # prompt + draft sources, before the engine
         gen.stats.queue_s = max(0.0, t_begin - inflight.submitted)  # waiting for the model thread
         self.metrics.generation(gen.stats, "prefetch" if inflight.background else "completion", len(context_ids))

@@ -48,6 +48,8 @@ from fastcoder.engine import Engine
 log = logging.getLogger(__name__)
 
 StatusFn = Callable[[str, str], None]
+CURVE_PENDING = "; measuring the draft cost curve while idle (plain AR until then)"
+"""Said after the ready message while a first cost curve is measured (``Engine.defer_cost_curve``)."""
 MALLOC_ARENAS = 2
 TRIM_EVERY_S = 1.0
 _M_ARENA_MAX = -8  # glibc mallopt parameter
@@ -102,8 +104,13 @@ class _Job:
 
 
 class ModelHost:
-    def __init__(self, on_status: StatusFn, on_loaded: Callable[[Any], None]) -> None:
+    def __init__(self, on_status: StatusFn, on_loaded: Callable[[Any], None],
+                 quiet: Callable[[], bool] = lambda: True) -> None:  # fmt: skip
+        """``quiet``: whether nothing else in the process takes the CPU now (the workspace
+        index is not being built): a deferred cost curve is measured only then (its steps
+        are timed), and :meth:`measure_when_idle` is called when it becomes so."""
         limit_malloc_arenas()
+        self._quiet = quiet
         self._trimmed = 0.0
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fastcoder-model")
         self._on_status = on_status
@@ -153,8 +160,13 @@ class ModelHost:
             try:
                 loaded = load_model(spec, dtype=dtype, device=device, pack=pack, progress=False)
                 engine = Engine.from_loaded(loaded, explicit_attention=None if explicit == "auto" else False)
-                self._on_status("loading", f"measuring verification cost of {spec}")
-                engine.cost_curve()  # measured once per model/device/dtype, then cached on disk
+                # the cost curve: cached once per model, device, dtype and machine. Not cached
+                # yet on a CPU: measured in the model thread's idle time after the model is
+                # ready (plain AR until then), not before the first answer (~20 s); on CUDA
+                # now (its steps take milliseconds)
+                if loaded.device.type != "cpu" or not engine.defer_cost_curve():
+                    self._on_status("loading", f"measuring verification cost of {spec}")
+                    engine.cost_curve()
                 _warm_up(engine)
             except Exception as exc:  # a missing model, no network, bad dtype, ...
                 log.exception("loading %s failed", spec)
@@ -174,8 +186,11 @@ class ModelHost:
         self.state = "ready"
         dtype_name = str(loaded.dtype).removeprefix("torch.")
         self.message = f"{spec} on {loaded.device} ({dtype_name}), loaded in {self.load_s:.1f} s"
+        if engine.curve_state()["state"] == "measuring":
+            self.message += CURVE_PENDING
         log.info("model ready: %s", self.message)
         self._on_loaded(loaded)
+        self.measure_when_idle()
 
     # ------------------------------------------------------------------ running
     def submit(
@@ -268,6 +283,8 @@ class ModelHost:
             with contextlib.suppress(ValueError):
                 self._interleavable.remove(job)
         self._execute(job)
+        if self._queued == 0:
+            self.measure_when_idle()
         now = time.monotonic()
         if self._queued == 0 and now - self._trimmed >= TRIM_EVERY_S:
             self._trimmed = now
@@ -290,6 +307,36 @@ class ModelHost:
             job.future.set_result(result)
         finally:
             self.busy = None
+
+    def measure_when_idle(self) -> None:
+        """Run the engine's deferred cost-curve measurement next in the model thread, when
+        there is one (``Engine.defer_cost_curve``) and the process is quiet: it goes on
+        between jobs, a unit at a time, and gives way as soon as a job is queued or the
+        process is busy otherwise (the index being built)."""
+        engine = self.engine
+        if engine is None or engine.curve_state()["state"] != "measuring" or not self._quiet():
+            return
+        try:
+            self._executor.submit(self._measure_if_idle, engine, self._load_seq)
+        except RuntimeError:  # shut down
+            pass
+
+    def _measure_if_idle(self, engine: Engine, seq: int) -> None:
+        if engine is not self.engine or seq != self._load_seq or self._queued or not self._quiet():
+            return  # replaced, closing, a job waits (it schedules the rest when done), or not quiet
+        self.busy = ("measuring the draft cost curve (idle time)", time.monotonic())
+        try:
+            done = engine.measure_some(stop=lambda: self._queued > 0 or seq != self._load_seq or not self._quiet())
+        except Exception:  # noqa: BLE001 (a failed measurement leaves drafting off, loudly)
+            log.exception("measuring the cost curve failed")
+            return
+        finally:
+            self.busy = None
+        if done and engine is self.engine:
+            log.info("cost curve measured: %s", engine.curve_state())
+            if self.message.endswith(CURVE_PENDING):
+                self.message = self.message.removesuffix(CURVE_PENDING)
+                self._on_status("ready", self.message)
 
     def _trim_if_idle(self) -> None:
         """Give glibc's free memory back unless a job came in meanwhile (then later)."""
@@ -329,6 +376,7 @@ class ModelHost:
         engine = self.engine
         if engine is not None:
             out["steps"] = engine.verifier.graph_status()  # CUDA graphs or eager, failed captures
+            out["costCurve"] = engine.curve_state()  # cached, measured, or measuring in idle time
             # what the timed steps cost against the cost curve: 1-row steps, a tree's extra
             # rows (learned only where engine.stepCalibration is on)
             out["stepCalibration"] = engine.calibration.to_json()

@@ -50,7 +50,8 @@ class FastCoderServer(HardenedServer):
         self.settings = settings
         self.registry = SessionRegistry(max_kv_bytes=settings.kv_cache_mb * 2**20)  # the one registry of per-document state
         self.metrics = ServerMetrics()
-        self.host = ModelHost(on_status=self._model_status, on_loaded=self._model_loaded)
+        self.host = ModelHost(on_status=self._model_status, on_loaded=self._model_loaded,
+                              quiet=lambda: self.index is None or self.index.state != "indexing")  # fmt: skip
         self.index: IndexAdapter | None = None
         self.completer = Completer(
             self.host, self.registry, self.metrics, lambda: self.settings, lambda: self.index,
@@ -140,6 +141,8 @@ class FastCoderServer(HardenedServer):
 
     def _index_status(self, state: str, message: str) -> None:
         self.call_soon(lambda: self.status(*self.overall_status()))
+        if state != "indexing":  # quiet again: a deferred cost curve may be measured now
+            self.host.measure_when_idle()
 
     def _index_progress(self, kind: str, percentage: int | None, message: str) -> None:
         self.call_soon(self._progress_event, kind, percentage, message)

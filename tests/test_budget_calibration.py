@@ -162,20 +162,32 @@ def test_a_curve_measured_under_load_is_measured_again_when_quieter(tmp_path, mo
     runs = iter([{"load_per_cpu": 3.0, "cpu_share": 0.4}, {"load_per_cpu": 0.2, "cpu_share": 0.97}])
     measured = []
 
-    def fake_measure(v):
-        measured.append(1)
-        return budget.CostCurve([0, 3], [0.1, 0.2]), next(runs)
+    class FakeMeasurement:  # what was measured, and how busy the CPU was meanwhile
+        def __init__(self, verifier, lengths, rounds=5):
+            measured.append(1)
 
-    monkeypatch.setattr(budget, "_measure_recorded", fake_measure)
+        def run(self, stop=lambda: False):
+            return True
+
+        def curve(self):
+            return budget.CostCurve([0, 3], [0.1, 0.2])
+
+        def conditions(self):
+            return next(runs)
+
+    def load_or_measure():  # what Engine.cost_curve does with the cache
+        if budget.load_cached("k") is None:
+            budget.save_measured("k", FakeMeasurement(None, (512,)))
+
     loads = iter([2.9, 0.3, 0.1])  # the load average when each later load looks at the cache
     monkeypatch.setattr(budget, "_loadavg_per_cpu", lambda: next(loads))
-    budget.load_or_measure(None, "k")  # measured while others took 60% of the CPU
+    load_or_measure()  # measured while others took 60% of the CPU
     assert len(measured) == 1 and json.loads((tmp_path / "c.json").read_text())["cpu_share"] == 0.4
-    budget.load_or_measure(None, "k")  # still as busy: the cached curve
+    load_or_measure()  # still as busy: the cached curve
     assert len(measured) == 1
-    budget.load_or_measure(None, "k")  # quieter now: measured again, and recorded as uncontended
+    load_or_measure()  # quieter now: measured again, and recorded as uncontended
     assert len(measured) == 2 and json.loads((tmp_path / "c.json").read_text())["cpu_share"] == 0.97
-    budget.load_or_measure(None, "k")  # an uncontended curve is kept whatever the load
+    load_or_measure()  # an uncontended curve is kept whatever the load
     assert len(measured) == 2
 
 
@@ -184,9 +196,42 @@ def test_measuring_records_how_contended_the_cpu_was(tiny_model) -> None:
     from fastcoder.verifier import Verifier
 
     v = Verifier(tiny_model, buckets=(1, 4))
-    curve, conditions = budget._measure_recorded(v)
+    measurement = budget.CurveMeasurement(v, budget.usable_lengths(v))
+    curve = measurement.finish()
+    conditions = measurement.conditions()
     assert 0.0 < conditions["cpu_share"] <= 1.0 and conditions["load_per_cpu"] >= 0.0
     assert curve.ks == [0, 3] and 2048 in curve.by_length
+
+
+def test_a_measurement_stops_between_units_and_goes_on_later(tiny_model) -> None:
+    """A server measures its first curve in the model thread's idle time: the measurement
+    stops between any two units (a piece of its context's prefill, one size's steps of a
+    round) and goes on where it stopped, whatever ran on the verifier meanwhile (another
+    document's generation on its own cache)."""
+    import fastcoder.budget as budget
+    from fastcoder.verifier import KVState, Verifier
+
+    v = Verifier(tiny_model, buckets=(1, 4, 8))
+    m = budget.CurveMeasurement(v, (600, 1100), rounds=2)
+    # prefill pieces of 256 tokens (3 + 5), then 2 rounds of the sizes per length (the
+    # buckets', and 6 rows where steps run the rows they have)
+    assert m.ks == ([0, 3, 7] if v.padded else [0, 3, 5, 7])
+    assert m.units_total == 3 + 5 + 2 * 2 * len(m.ks)
+    other = KVState()
+    calls = 0
+    while not m.done:
+        before = m.units_done
+        stopped = m.run(stop=lambda: m.units_done > before)  # one unit, then stop
+        assert m.units_done == before + 1 and stopped == m.done
+        v.prefill(other, list(range(10, 10 + 5 + calls % 7)))  # someone else's forward in between
+        calls += 1
+    assert calls == m.units_total
+    with pytest.raises(RuntimeError):
+        budget.CurveMeasurement(v, (600,)).curve()  # not measured yet
+    curve = m.curve()
+    assert curve.ks == m.ks and curve.context_len == 600 and list(curve.by_length) == [1100]
+    for seconds in (curve.seconds, curve.by_length[1100]):
+        assert all(0 < a <= b for a, b in zip(seconds, seconds[1:]))  # measured, non-decreasing
 
 
 def test_draft_cost_fits_a_fixed_part_and_a_cost_per_node() -> None:
@@ -304,7 +349,7 @@ def test_a_cost_curve_is_cached_per_machine_and_thread_count(tiny_model, tiny_to
     from fastcoder.matmul import cpu_name
 
     keys: list[str] = []
-    monkeypatch.setattr(engine_mod, "load_or_measure", lambda verifier, key: keys.append(key) or FLAT)
+    monkeypatch.setattr(engine_mod, "load_cached", lambda key: keys.append(key) or FLAT)
     threads = torch.get_num_threads()
     try:
         for n in (1, 2):
@@ -323,3 +368,30 @@ def test_a_cost_curve_is_cached_per_machine_and_thread_count(tiny_model, tiny_to
     engine.use_cost_curve(CURVE)
     assert engine.cost_curve() is CURVE and engine.calibration.to_json()["steps"] == [0.0, 0.0]
     assert isinstance(engine.calibration, StepCalibration)
+
+
+def test_a_deferred_cost_curve_runs_generations_as_ar_until_measured(tiny_model, tiny_tokenizer) -> None:
+    """With no curve cached, ``defer_cost_curve`` leaves the measurement to the caller's
+    idle time (``measure_some``, stopping between units); until it is done a drafting
+    generation runs as plain AR (the same tokens, ``curve_pending``); then the curve is
+    cached for the next engine and generations draft again."""
+    from fastcoder.config import DecodeConfig
+    from fastcoder.engine import Engine
+
+    engine = Engine(tiny_model, tiny_tokenizer, name=f"tiny-deferred-{type(tiny_model).__name__}")
+    assert engine.cached_cost_curve() is None and engine.curve_state() == {"state": "none"}
+    assert engine.defer_cost_curve()
+    prompt = list(range(10, 60)) * 2
+    ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=16)).tokens
+    early = engine.generate(prompt, DecodeConfig(method="fastcoder", max_new_tokens=16))
+    assert early.stats.curve_pending and early.tokens == ar and early.stats.draft_tokens == 0
+    done = []
+    assert not engine.measure_some(stop=lambda: len(done) >= 3 or done.append(1))  # three units
+    state = engine.curve_state()
+    assert state["state"] == "measuring" and state["units"][0] == 3 and state["units"][1] > 3
+    assert engine.measure_some(stop=lambda: False) and engine.curve_state() == {"state": "measured"}
+    later = engine.generate(prompt, DecodeConfig(method="fastcoder", max_new_tokens=16))
+    assert not later.stats.curve_pending and later.tokens == ar
+    again = Engine(tiny_model, tiny_tokenizer, name=engine.name)
+    assert not again.defer_cost_curve() and again.curve_state() == {"state": "cache"}
+    assert again.cost_curve().seconds == engine.cost_curve().seconds

@@ -361,9 +361,12 @@ async def configure(client: LanguageClient, **settings: Any) -> None:
 
 
 async def test_progress_reported_while_indexing(client: LanguageClient):
+    deadline = time.monotonic() + 60  # the index builds beside the model (the model may be ready first)
+    while (info := await stats(client))["index"]["state"] != "ready" and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.2)  # the progress end, sent with the state
     kinds = [type(v).__name__ for reports in client.progress_reports.values() for v in reports]
     assert "WorkDoneProgressBegin" in kinds and "WorkDoneProgressEnd" in kinds
-    info = await stats(client)
     assert info["index"]["state"] == "ready"
     assert "D_r" in info["index"] and "D_c" in info["index"], info["index"]
 
