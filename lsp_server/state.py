@@ -102,7 +102,10 @@ class FastCoderServer(HardenedServer):
         return "ready", self.host.message + extra
 
     def _model_status(self, state: str, message: str) -> None:
-        self.status(state, message)
+        if state == "ready":  # the model's message changed once ready (its cost curve measured)
+            self.call_soon(lambda: self.status(*self.overall_status()))
+        else:
+            self.status(state, message)
 
     def _model_loaded(self, loaded: Any) -> None:
         """Model thread -> loop: sessions start again; the index is opened for this tokenizer."""
@@ -146,6 +149,8 @@ class FastCoderServer(HardenedServer):
 
     def _index_progress(self, kind: str, percentage: int | None, message: str) -> None:
         self.call_soon(self._progress_event, kind, percentage, message)
+        if kind == "end":  # quiet again (also when no index was built at all)
+            self.host.measure_when_idle()
 
     def _progress_event(self, kind: str, percentage: int | None, message: str) -> None:
         """$/progress while indexing (tokens created first when the client supports it);

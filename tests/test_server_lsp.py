@@ -136,16 +136,24 @@ async def start_client(model_dir, workspace, options: dict[str, Any] | None = No
     return client
 
 
-async def wait_ready(client: LanguageClient, timeout: float = 120.0) -> None:
+async def wait_ready(client: LanguageClient, timeout: float = 120.0, curve: bool = True) -> None:
+    """Until the server says ``ready``; with ``curve``, also until its cost curve is there
+    (a first one is measured in idle time after ``ready``, plain AR until then: the tests
+    that count drafter generations need it)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         states = [s for s, _, _ in client.statuses]  # type: ignore[attr-defined]
         if "error" in states:
             raise AssertionError(f"server reported an error: {client.statuses}")  # type: ignore[attr-defined]
         if states and states[-1] == "ready":
-            return
+            break
         await asyncio.sleep(0.05)
-    raise AssertionError(f"server not ready after {timeout} s: {client.statuses}")  # type: ignore[attr-defined]
+    else:
+        raise AssertionError(f"server not ready after {timeout} s: {client.statuses}")  # type: ignore[attr-defined]
+    while curve and (await stats(client))["model"]["costCurve"]["state"] == "measuring":
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no cost curve after {timeout} s: {(await stats(client))['model']}")
+        await asyncio.sleep(0.05)
 
 
 def open_doc(client: LanguageClient, uri: str, text: str, language: str = "python", version: int = 1) -> None:
@@ -1834,3 +1842,38 @@ async def test_a_docstring_between_auto_closed_triple_quotes_takes_lines(docstri
         answer = await client.text_document_inline_completion_async(inline_params(uri, cursor))
         items = answer.items if isinstance(answer, types.InlineCompletionList) else answer
         assert [i.insert_text for i in items] == [DOCSTRING_ANSWER + "    "]
+
+
+async def test_a_first_cost_curve_is_measured_after_ready_in_idle_time(tiny_model_dir, tmp_path, monkeypatch):
+    """With no cost curve cached (a first start), the server is ready before it: its ready
+    message says the curve is being measured while idle (plain AR until then); the model
+    thread measures it between jobs, says ready again without that, reports it in
+    ``fastcoder.stats`` (``model.costCurve``) and caches it. (That generations run as AR
+    meanwhile is tests/test_budget_calibration.py's; here the tiny model's curve may be done
+    before any request could reach it.)"""
+    from lsp_server.model_host import CURVE_PENDING
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("FASTCODER_CACHE", str(cache))  # nothing cached: a first start
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    client = await start_client(tiny_model_dir, ws, NO_INDEX)
+    try:
+        await wait_ready(client, curve=False)
+        ready = [m for s, m, _ in client.statuses if s == "ready"]  # type: ignore[attr-defined]
+        assert CURVE_PENDING in ready[0], ready
+        deadline = time.monotonic() + 60
+        while (curve := (await stats(client))["model"]["costCurve"])["state"] == "measuring" and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert curve == {"state": "measured"}
+        await asyncio.sleep(0.2)  # the status sent with it
+        ready = [m for s, m, _ in client.statuses if s == "ready"]  # type: ignore[attr-defined]
+        assert CURVE_PENDING not in ready[-1] and ready[-1] == ready[0].replace(CURVE_PENDING, ""), ready
+        assert list((cache / "costs").glob("*.json")), "the measured curve is cached"
+        uri = (ws / "a.py").as_uri()
+        open_doc(client, uri, BODY)
+        await client.text_document_inline_completion_async(inline_params(uri, _end_of(BODY, "    result = 0")))
+        assert "ar_until_curve" not in (await stats(client))["outcomes"]  # measured: the drafter runs
+    finally:
+        await client.shutdown_session()
+        await client.stop()

@@ -66,7 +66,10 @@ argument, format calls in Go, C and Rust) or 32 (triple quotes in other language
 Kotlin, Swift and Scala strings, TOML; Python strings holding quotes) or 33 (web frameworks and data: FastAPI,
 Django, Express middleware, a React component, a Next.js route, a Go handler, Rust's ``?``, pandas,
 matplotlib, a Makefile target, ``find -exec``) or 34 (inserting between existing code: an import, a dict
-entry, a test, an ``else``, a method, a match arm, a CSS rule, a TS statement, a Go import, a route).
+entry, a test, an ``else``, a method, a match arm, a CSS rule, a TS statement, a Go import, a route) or 35
+(forty-first session: below ``return (`` ... ``)`` and ``return {`` ... ``};``, below a call and a callback
+closed on their own line, ``with open``, ``basicConfig(|)``, ``add_argument``, ``useState(|)``, Rust's
+``Display``, Go's ``defer``, ``CREATE TABLE``, ``set -euo pipefail``, a type argument, the ``__main__`` guard).
 Settings beyond those below
 from ``USER_FLOWS_OPTIONS`` (JSON). Each line:
 the file, the text around the cursor (``|``), what the editor would show.
@@ -578,7 +581,23 @@ BATCH_34 = [  # fortieth session: inserting between existing code (an import amo
     ('go2.go', 'go', 'package main\n\nimport (\n\t"fmt"\n\t|\n)\n\nfunc main() {\n\tfmt.Println(strings.ToUpper("hi"), os.Args)\n}\n'),
     ('arr.js', 'javascript', 'const routes = [\n  { path: "/", component: Home },\n  |\n  { path: "*", component: NotFound },\n];\n'),
 ]
-cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26, 27: BATCH_27, 28: BATCH_28, 29: BATCH_29, 30: BATCH_30, 31: BATCH_31, 32: BATCH_32, 33: BATCH_33, 34: BATCH_34}[BATCH]
+BATCH_35 = [  # forty-first session: exits whose brackets close on a line of their own (return ( ... ), return { ... };), calls and callbacks closed the same way, and everyday places (with open, basicConfig, add_argument, useState, Display, defer, CREATE TABLE, set -euo pipefail, a type argument, the __main__ guard)
+    ('mret.py', 'python', 'def area(w, h, pad):\n    return (\n        (w + pad)\n        * (h + pad)\n    )\n    |\n\n\ndef main():\n    print(area(1, 2, 3))\n'),
+    ('oret.js', 'javascript', 'function point(x, y) {\n  return {\n    x: x,\n    y: y,\n  };\n  |\n}\n'),
+    ('call.py', 'python', 'def mean(xs):\n    total = sum(\n        x for x in xs\n    )\n    |\n'),
+    ('cb.js', 'javascript', 'function names(users) {\n  const out = [];\n  users.forEach((u) => {\n    out.push(u.name);\n  });\n  |\n}\n'),
+    ('withf.py', 'python', 'import json\n\n\ndef load(path):\n    with open(path) as f:\n        |\n'),
+    ('logcfg.py', 'python', 'import logging\n\nlogging.basicConfig(|)\nlog = logging.getLogger(__name__)\n'),
+    ('argp.py', 'python', 'import argparse\n\nparser = argparse.ArgumentParser()\nparser.add_argument("--verbose", |)\nargs = parser.parse_args()\n'),
+    ('st.tsx', 'typescriptreact', 'import { useState } from "react";\n\nexport function Counter() {\n  const [count, setCount] = useState(|);\n  return <button onClick={() => setCount(count + 1)}>{count}</button>;\n}\n'),
+    ('disp.rs', 'rust', 'use std::fmt;\n\nstruct Point {\n    x: i32,\n    y: i32,\n}\n\nimpl fmt::Display for Point {\n    |\n}\n'),
+    ('defer.go', 'go', 'package main\n\nimport "os"\n\nfunc read(name string) error {\n\tf, err := os.Open(name)\n\tif err != nil {\n\t\treturn err\n\t}\n\tdefer |\n\treturn nil\n}\n'),
+    ('tbl.sql', 'sql', 'CREATE TABLE users (\n  id INTEGER PRIMARY KEY,\n  |\n);\n'),
+    ('run.sh', 'shellscript', '#!/usr/bin/env bash\nset -euo pipefail\n|\n'),
+    ('hint.py', 'python', "def parse(s: str) -> dict[str, |]:\n    return {k: int(v) for k, v in (p.split('=') for p in s.split(','))}\n"),
+    ('mainguard.py', 'python', 'import sys\n\n\ndef main(argv):\n    print(argv)\n    return 0\n\n\nif __name__ == "__main__":\n    |\n'),
+]
+cases = {1: BATCH_1, 2: BATCH_2, 3: BATCH_3, 4: BATCH_4, 5: BATCH_5, 6: BATCH_6, 7: BATCH_7, 8: BATCH_8, 9: BATCH_9, 10: BATCH_10, 11: BATCH_11, 12: BATCH_12, 13: BATCH_13, 14: BATCH_14, 15: BATCH_15, 16: BATCH_16, 17: BATCH_17, 18: BATCH_18, 19: BATCH_19, 20: BATCH_20, 21: BATCH_21, 22: BATCH_22, 23: BATCH_23, 24: BATCH_24, 25: BATCH_25, 26: BATCH_26, 27: BATCH_27, 28: BATCH_28, 29: BATCH_29, 30: BATCH_30, 31: BATCH_31, 32: BATCH_32, 33: BATCH_33, 34: BATCH_34, 35: BATCH_35}[BATCH]
 for name, lang, text in cases:
     cursor = text.index("|")
     text = text.replace("|", "", 1)
