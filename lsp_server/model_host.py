@@ -111,6 +111,7 @@ class ModelHost:
         are timed), and :meth:`measure_when_idle` is called when it becomes so."""
         limit_malloc_arenas()
         self._quiet = quiet
+        self.curve_error: str | None = None  # the deferred cost curve's measurement failed (then AR)
         self._trimmed = 0.0
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fastcoder-model")
         self._on_status = on_status
@@ -180,6 +181,7 @@ class ModelHost:
             return
         gc.collect()
         gc.freeze()  # the model's objects: out of later full collections' way
+        self.curve_error = None
         self.loaded, self.engine = loaded, engine
         self.load_epoch += 1
         self.load_s = time.perf_counter() - t0
@@ -314,7 +316,7 @@ class ModelHost:
         between jobs, a unit at a time, and gives way as soon as a job is queued or the
         process is busy otherwise (the index being built)."""
         engine = self.engine
-        if engine is None or engine.curve_state()["state"] != "measuring" or not self._quiet():
+        if engine is None or engine.curve_state()["state"] != "measuring" or self.curve_error or not self._quiet():
             return
         try:
             self._executor.submit(self._measure_if_idle, engine, self._load_seq)
@@ -324,11 +326,14 @@ class ModelHost:
     def _measure_if_idle(self, engine: Engine, seq: int) -> None:
         if engine is not self.engine or seq != self._load_seq or self._queued or not self._quiet():
             return  # replaced, closing, a job waits (it schedules the rest when done), or not quiet
+        if engine.curve_state()["state"] != "measuring":
+            return  # done by a run submitted before this one
         self.busy = ("measuring the draft cost curve (idle time)", time.monotonic())
         try:
             done = engine.measure_some(stop=lambda: self._queued > 0 or seq != self._load_seq or not self._quiet())
-        except Exception:  # noqa: BLE001 (a failed measurement leaves drafting off, loudly)
-            log.exception("measuring the cost curve failed")
+        except Exception as exc:  # noqa: BLE001 (drafting stays off: plain AR, the same tokens)
+            log.exception("measuring the cost curve failed; generations run as plain AR")
+            self.curve_error = f"{type(exc).__name__}: {exc}"  # not tried again until a reload
             return
         finally:
             self.busy = None
@@ -377,6 +382,8 @@ class ModelHost:
         if engine is not None:
             out["steps"] = engine.verifier.graph_status()  # CUDA graphs or eager, failed captures
             out["costCurve"] = engine.curve_state()  # cached, measured, or measuring in idle time
+            if self.curve_error:
+                out["costCurve"]["error"] = self.curve_error
             # what the timed steps cost against the cost curve: 1-row steps, a tree's extra
             # rows (learned only where engine.stepCalibration is on)
             out["stepCalibration"] = engine.calibration.to_json()

@@ -281,3 +281,41 @@ def test_the_running_jobs_own_document_waits_for_it():
         asyncio.run(main())
     finally:
         host.close()
+
+
+def test_a_deferred_cost_curve_is_measured_only_while_quiet_and_not_retried_after_a_failure() -> None:
+    """The host measures a deferred cost curve between jobs and only while ``quiet()`` (no
+    index being built); a measurement that fails leaves the server on plain AR, says why in
+    ``describe()`` and is not tried again after every job."""
+    quiet = threading.Event()
+    calls: list[str] = []
+
+    class Engine:  # what the host reads of fastcoder.engine.Engine
+        verifier = SimpleNamespace(graph_status=lambda: {})
+        calibration = SimpleNamespace(to_json=lambda: {})
+
+        def curve_state(self):
+            return {"state": "measuring", "units": [len(calls), 100]}
+
+        def measure_some(self, stop):
+            calls.append("unit")
+            raise RuntimeError("out of memory")
+
+        def close(self):
+            pass
+
+    host = ModelHost(lambda *_: None, lambda *_: None, quiet=quiet.is_set)
+    host.engine = Engine()
+    try:
+        host.measure_when_idle()  # not quiet: nothing runs
+        host._executor.submit(lambda: None).result(5)
+        assert calls == []
+        quiet.set()
+        host.measure_when_idle()
+        host._executor.submit(lambda: None).result(5)
+        assert calls == ["unit"] and host.curve_error == "RuntimeError: out of memory"
+        host.measure_when_idle()  # failed once: not again
+        host._executor.submit(lambda: None).result(5)
+        assert calls == ["unit"] and host.describe()["costCurve"]["error"] == "RuntimeError: out of memory"
+    finally:
+        host.close()
