@@ -565,9 +565,9 @@ class CurveMeasurement:
     server measures its first curve while the model thread is idle, between requests
     (:meth:`run`), instead of before its first answer. A unit is a piece of a context's
     prefill (:data:`PREFILL_PIECE` tokens) or one size's warm and timed step of a round;
-    the rounds interleave the sizes as :func:`measure` says. ``cpu_share``: the process's
-    share of its threads' wall time on the CPU over the units run (1.0 on a quiet machine;
-    not judged on CUDA)."""
+    the rounds interleave the sizes as :func:`measure` says. :meth:`conditions`: the
+    process's share of its threads' wall time on the CPU over the units run (1.0 on a quiet
+    machine; not judged on CUDA), recorded with the cached curve."""
 
     def __init__(self, verifier: Verifier, lengths: tuple[int, ...], rounds: int = 5) -> None:
         self.verifier = verifier

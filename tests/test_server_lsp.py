@@ -66,9 +66,9 @@ SLOW_LINE = "def total(values):"
 
 
 def _slow_block() -> tuple[str, types.Position]:
-    """BODY with an empty indented line below ``def total(values):``, and a cursor on it where
-    the tiny model's (deterministic) output meets no stop rule for ~500 tokens (it ends with
-    EOS; found by trying every line of BODY)."""
+    """BODY with an empty indented line below ``def total(values):``, and a cursor on it
+    where :func:`slow_client`'s model writes a block line again and again (with
+    ``stopDegenerate`` off, to the token cap)."""
     text = BODY.replace(SLOW_LINE, SLOW_LINE + "\n        ")
     return text, types.Position(line=_find(text, SLOW_LINE).line + 1, character=8)
 
@@ -208,6 +208,32 @@ NO_INDEX = {"commonIndex": False, "workspaceIndex": False}
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def client(tiny_model_dir, workspace):
     async with serving(tiny_model_dir, workspace) as client:
+        yield client
+
+
+SLOW_LINE_ANSWER = "total += 1\n        "
+"""What :func:`slow_client`'s model writes after every PSM prompt, again and again: a
+block line at :func:`_slow_block`'s indentation (tokens of their own)."""
+
+
+@pytest.fixture(scope="module")
+def slow_block_model_dir(tmp_path_factory, tiny_tokenizer):
+    """A scripted tiny model (tests/conftest.py ``build_scripted_model``) whose answer to
+    every PSM prompt (they end in ``<|fim_middle|>``) is :data:`SLOW_LINE_ANSWER` written
+    again and again, never ended: with ``stopDegenerate`` off a block that runs to its token
+    cap at :func:`_slow_block`'s cursor, whatever CPU computes it. The random model's block
+    there ended by chance after ~500 tokens (its end-of-text), which a fast CPU reached before
+    the tests below could cancel, supersede or join it."""
+    path = tmp_path_factory.mktemp("tiny-qwen2-slow-block")
+    build_scripted_model(tiny_tokenizer, "<|fim_middle|>", SLOW_LINE_ANSWER, again=True).save_pretrained(path)
+    tiny_tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def slow_client(slow_block_model_dir, workspace):
+    """A server on :func:`slow_block_model_dir`'s model (the block tests below use PSM)."""
+    async with serving(slow_block_model_dir, workspace) as client:
         yield client
 
 
@@ -516,7 +542,8 @@ async def test_a_completion_asked_while_a_body_is_generated_is_answered_between_
 CANCEL_ANSWER_S = 5.0
 
 
-async def test_cancel_request_answers_request_cancelled(client: LanguageClient, workspace):
+async def test_cancel_request_answers_request_cancelled(slow_client: LanguageClient, workspace):
+    client = slow_client
     uri, other = (workspace / "cancel.py").as_uri(), (workspace / "cancel2.py").as_uri()
     text, pos = _slow_block()
     open_doc(client, uri, text)
@@ -526,9 +553,9 @@ async def test_cancel_request_answers_request_cancelled(client: LanguageClient, 
         # pytest-lsp's send_request_async is a coroutine: it sends nothing until it runs
         return asyncio.ensure_future(client.protocol.send_request_async(method, params, msg_id=msg_id))
 
-    # a generation that runs for a while (the tiny random model falls into loops, which
-    # stopDegenerate would end)
-    await configure(client, maxNewTokens=4000, stopDegenerate=False, method="ar")
+    # a generation that runs for a while (the scripted model writes its line again and again,
+    # which stopDegenerate would end; psm: the prompt it answers)
+    await configure(client, maxNewTokens=4000, stopDegenerate=False, method="ar", promptLayout="psm")
     try:
         running = send(types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, pos), msg_id="cancel-running")
         # wait until the model thread works on it (stats are answered meanwhile)
@@ -563,15 +590,16 @@ async def test_cancel_request_answers_request_cancelled(client: LanguageClient, 
         assert info["last"]["stopReason"] == "cancelled" and info["last"]["newTokens"] < 4000, info["last"]
         assert info["outcomes"]["cancelled"] == 2
     finally:
-        await configure(client, stopDegenerate=True, maxNewTokens=16, method="fastcoder")
+        await configure(client, stopDegenerate=True, maxNewTokens=16, method="fastcoder", promptLayout="anchored")
 
 
-async def test_newer_request_for_the_same_document_supersedes_the_older(client: LanguageClient, workspace):
+async def test_newer_request_for_the_same_document_supersedes_the_older(slow_client: LanguageClient, workspace):
+    client = slow_client
     uri = (workspace / "supersede.py").as_uri()
     text, slow = _slow_block()
     open_doc(client, uri, text)
     fast = _end_of(text, "    print(total(len(line) for line in config))")
-    await configure(client, maxNewTokens=4000, stopDegenerate=False, method="ar")
+    await configure(client, maxNewTokens=4000, stopDegenerate=False, method="ar", promptLayout="psm")
     try:
         older = asyncio.ensure_future(client.text_document_inline_completion_async(inline_params(uri, slow)))
         while not older.done():
@@ -589,12 +617,12 @@ async def test_newer_request_for_the_same_document_supersedes_the_older(client: 
         assert info["outcomes"]["superseded"] >= 1
         assert info["last"]["stopReason"] != "cancelled"  # the newer one ran to its end
     finally:
-        await configure(client, stopDegenerate=True, maxNewTokens=16, method="fastcoder")
+        await configure(client, stopDegenerate=True, maxNewTokens=16, method="fastcoder", promptLayout="anchored")
 
 
 async def _early_block(client: LanguageClient, uri: str, debounce_ms: int = 0) -> tuple[str, types.Position, str]:
-    """Open ``uri`` and answer a block there early (the tiny model's block goes on for
-    ~300 tokens, ~0.25 s on a fast CPU): (text, cursor, the lines shown)."""
+    """Open ``uri`` and answer a block there early (:func:`slow_client`'s block goes on to
+    its token cap): (text, cursor, the lines shown)."""
     text, pos = _slow_block()
     open_doc(client, uri, text)
     # psm: see the early-answer test; a long block that answers with its first lines at once
@@ -631,10 +659,11 @@ def _after(pos: types.Position, inserted: str) -> types.Position:
                           character=(pos.character if len(lines) == 1 else 0) + len(lines[-1]))  # fmt: skip
 
 
-async def test_a_request_stops_the_older_generation_before_its_debounce_ends(client: LanguageClient, workspace):
+async def test_a_request_stops_the_older_generation_before_its_debounce_ends(slow_client: LanguageClient, workspace):
     """A request supersedes what runs for an older state of its document when it
     arrives, not when its debounce ends: the older generation's last forward runs while
     the request waits, so the model thread is idle when the new generation starts."""
+    client = slow_client
     uri = (workspace / "debounced.py").as_uri()
     try:
         early = (await stats(client))["outcomes"].get("early", 0)
@@ -656,10 +685,11 @@ async def test_a_request_stops_the_older_generation_before_its_debounce_ends(cli
         await _reset_after_block(client)
 
 
-async def test_a_keystroke_off_the_blocks_path_stops_it_along_it_not(client: LanguageClient, workspace):
+async def test_a_keystroke_off_the_blocks_path_stops_it_along_it_not(slow_client: LanguageClient, workspace):
     """After its early answer a block goes on for whoever takes its lines. A keystroke
     that agrees with what it generated leaves it running; one that leaves that path
     stops it at once, before any request (its lines can no longer answer one)."""
+    client = slow_client
     uri = (workspace / "offpath.py").as_uri()
     try:
         _text, pos, shown = await _early_block(client, uri)
@@ -713,13 +743,13 @@ async def test_an_empty_line_below_a_return_at_its_indentation_gets_no_suggestio
     assert info["total"]["generations"] == before + 1 and info["outcomes"]["unreachable"] == unreachable + 1
 
 
-async def test_slow_block_is_answered_early_with_its_first_lines(client: LanguageClient, workspace):
+async def test_slow_block_is_answered_early_with_its_first_lines(slow_client: LanguageClient, workspace):
+    client = slow_client
     uri = (workspace / "early.py").as_uri()
     text, pos = _slow_block()
     open_doc(client, uri, text)
-    # psm: under the anchored prompt this tiny random model ends (EOS) before its first
-    # line break, so there would be no whole line to answer early with; early answers
-    # themselves do not depend on the layout
+    # psm: the prompt slow_client's model answers (early answers themselves do not depend
+    # on the layout)
     await configure(client, maxNewTokens=300, stopDegenerate=False, method="ar", earlyAnswerMs=0, promptLayout="psm")
     try:
         early = (await stats(client))["outcomes"].get("early", 0)  # other tests' early answers
@@ -740,10 +770,11 @@ async def test_slow_block_is_answered_early_with_its_first_lines(client: Languag
         await configure(client, stopDegenerate=True, maxNewTokens=16, method="fastcoder", earlyAnswerMs=None, promptLayout="anchored")
 
 
-async def test_a_completion_in_another_document_runs_while_a_block_answered_early_runs_on(client: LanguageClient, workspace):
+async def test_a_completion_in_another_document_runs_while_a_block_answered_early_runs_on(slow_client: LanguageClient, workspace):
     """A block answered early runs on for its rest; a completion asked meanwhile in another
     document (another file, the next notebook cell) is answered between the block's steps,
     not after its end (1.5-1.9 s with the real model), and the block goes on."""
+    client = slow_client
     uri, other = (workspace / "early_a.py").as_uri(), (workspace / "early_b.py").as_uri()
     text, pos = _slow_block()
     open_doc(client, uri, text)
@@ -1340,21 +1371,20 @@ async def test_resting_cursor_is_not_warmed_when_the_setting_is_off(client: Lang
     assert info["outcomes"].get("warm_at_cursor", 0) == before and info["model"]["busy"] is None
 
 
-async def test_superseded_queued_request_is_answered_at_once(client: LanguageClient, workspace):
+async def test_superseded_queued_request_is_answered_at_once(slow_client: LanguageClient, workspace):
     """A request waiting in the model queue behind other documents' generations is
     answered (empty) the moment a newer request for its document supersedes it.
 
     The queue ahead of it is several documents' generations (the model thread runs one job
-    at a time, first in, first out): one generation of the tiny random model reaches its
-    EOS after ~0.25 s on a fast CPU (2026-11-24, AMD EPYC AVX512-BF16), too short to
-    hold the queue on its own."""
+    at a time, first in, first out), each running to its token cap (:func:`slow_client`)."""
+    client = slow_client
     text, slow = _slow_block()
     busy_uris = [(workspace / f"busy{i}.py").as_uri() for i in range(6)]
     for busy_uri in busy_uris:
         open_doc(client, busy_uri, text)
     uri = (workspace / "queued.py").as_uri()
     open_doc(client, uri, BODY)
-    # psm: at this cursor the tiny random model runs long under it (see the early-answer test);
+    # psm: the prompt slow_client's model answers, at length;
     # no debounce: every request goes to the model queue at once, in the order sent
     await configure(client, maxNewTokens=4000, stopDegenerate=False, method="ar", timeBudgetMs=0, promptLayout="psm", debounceMs=0)
     try:
@@ -1391,10 +1421,11 @@ async def test_superseded_queued_request_is_answered_at_once(client: LanguageCli
         await configure(client, stopDegenerate=True, maxNewTokens=16, method="fastcoder", promptLayout="anchored")
 
 
-async def test_taking_early_lines_joins_the_running_block(client: LanguageClient, workspace):
+async def test_taking_early_lines_joins_the_running_block(slow_client: LanguageClient, workspace):
     """After a block's early answer, the request at the state where those lines were
     accepted is answered from that same block (its next lines, or its end), not by a new
     generation that would supersede it."""
+    client = slow_client
     uri = (workspace / "join.py").as_uri()
     text, pos = _slow_block()
     open_doc(client, uri, text)
@@ -1422,10 +1453,11 @@ async def test_taking_early_lines_joins_the_running_block(client: LanguageClient
                         timeBudgetMs=0)  # fmt: skip
 
 
-async def test_typing_into_a_joined_blocks_lines_keeps_the_block(client: LanguageClient, workspace):
+async def test_typing_into_a_joined_blocks_lines_keeps_the_block(slow_client: LanguageClient, workspace):
     """Tab on a block's early lines joins the block (its next lines answer); typing on
     into those next lines, before the block has ended, is answered from the same block
     (the rest of its lines), not by a new generation that stops it."""
+    client = slow_client
     uri = (workspace / "join-type.py").as_uri()
     try:
         _text, pos, shown = await _early_block(client, uri)
@@ -1451,11 +1483,12 @@ async def test_typing_into_a_joined_blocks_lines_keeps_the_block(client: Languag
         await _reset_after_block(client)
 
 
-async def test_a_keystroke_along_the_block_answers_its_joiner_and_keeps_the_block(client: LanguageClient, workspace):
+async def test_a_keystroke_along_the_block_answers_its_joiner_and_keeps_the_block(slow_client: LanguageClient, workspace):
     """Tab on a block's early lines, then at once a keystroke along the block's own text
     while the joined request may still wait: that request is answered (stale) and the
     block goes on; the next request takes its lines. The block's whole text is learned
     first from a twin document (greedy: the same text)."""
+    client = slow_client
     twin, uri = (workspace / "twin-a.py").as_uri(), (workspace / "twin-b.py").as_uri()
     try:
         _text, pos, _shown = await _early_block(client, twin)
@@ -1794,7 +1827,7 @@ async def test_ar_fallback_runs_an_ar_probe_in_the_drafters_place_and_reports_it
             await client.stop()
 
 
-async def test_ar_fallback_weighs_an_early_answered_block_up_to_its_answer(tiny_model_dir, tmp_path):
+async def test_ar_fallback_weighs_an_early_answered_block_up_to_its_answer(slow_block_model_dir, tmp_path):
     """arFallback: a block that answered early is weighed against AR up to that answer (what
     the user waited for), not over the lines it generated after it (lsp_server/fallback.py);
     a document's first drafter generations (its warm-up) are not weighed."""
@@ -1803,10 +1836,10 @@ async def test_ar_fallback_weighs_an_early_answered_block_up_to_its_answer(tiny_
     n = 6  # 2 drafter generations, the AR probe that prices a step, 1 more (the warm-up's third), 2 judged
     text = "".join(f"def total{i}(values):\n        \n\n" for i in range(n)) + BODY
     uri = (ws / "early.py").as_uri()
-    # psm: this tiny random model then writes whole lines (see the early-answer test); its
-    # loops must not end the blocks
-    client = await start_client(tiny_model_dir, ws, {"arFallback": True, "earlyAnswerMs": 0, "maxNewTokens": 300,
-                                                     "promptLayout": "psm", "stopDegenerate": False})  # fmt: skip
+    # psm: the prompt slow_client's model answers with whole lines, again and again (its
+    # loops must not end the blocks: every block answers early, then runs to its cap)
+    client = await start_client(slow_block_model_dir, ws, {"arFallback": True, "earlyAnswerMs": 0, "maxNewTokens": 300,
+                                                           "promptLayout": "psm", "stopDegenerate": False})  # fmt: skip
     try:
         await wait_ready(client)
         open_doc(client, uri, text)
@@ -1818,8 +1851,8 @@ async def test_ar_fallback_weighs_an_early_answered_block_up_to_its_answer(tiny_
                 await asyncio.sleep(0.05)
         info = await stats(client)
         fallback = info["server"]["arFallback"]
-        outcomes = info["outcomes"]  # every request answered; the random model's body ends soon in one place
-        assert outcomes.get("early", 0) + outcomes.get("suggestion", 0) == n and outcomes.get("early", 0) >= n - 1, outcomes
+        outcomes = info["outcomes"]  # every request answered early
+        assert outcomes.get("early", 0) == n, outcomes
         assert fallback["probes"] == 1 and fallback["judged"] == 2, fallback  # the warm-up's 3 not weighed
         assert fallback["judgedAtAnswer"] == 2, fallback  # both answered early: weighed up to it
         early = info["lastEarly"]  # what the last early answer waited for in the engine
