@@ -234,7 +234,8 @@ function M.accept(bufnr, how)
   local lines = vim.split(piece, "\n", { plain = true })
   -- the whole suggestion replaces up to the item's range end (text right of the cursor it
   -- rewrites); a part of it replaces nothing
-  local stop = whole and shown.stop or col
+  local line = api.nvim_buf_get_lines(bufnr, row - 1, row, false)[1] or ""
+  local stop = math.min(whole and shown.stop or col, #line) -- (the line may have changed right of the cursor)
   local rest = shown.text:sub(#piece + 1)
   M.clear(bufnr)
   api.nvim_buf_set_text(bufnr, row - 1, col, row - 1, stop, lines)
