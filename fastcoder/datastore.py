@@ -50,7 +50,7 @@ def _one_omp_thread() -> None:
     for as long as it lives; with more OpenMP threads than CPUs libgomp stops spinning between
     parallel regions, and every model step of the process pays the wake-ups (a server whose
     workspace index had sorted once: the model thread and its OpenMP worker on the CPU 83% of
-    the time instead of 99%, one-row steps at 512 cached rows 36-42 ms instead of 27-33:
+    the time instead of 99%, one-row steps at 512 cached rows 36-42 ms instead of 26-34:
     Qwen2.5-Coder-0.5B bf16, 2-vCPU AMD EPYC, forty-first session). ``omp_set_num_threads``
     sets the calling thread's own setting, so the model thread's team is untouched."""
     if getattr(_OMP_ONE, "done", False):

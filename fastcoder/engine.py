@@ -86,25 +86,27 @@ class Engine:
         """c(k) for this model, device and dtype: cached on disk, else measured now (a
         deferred measurement is finished now) and cached."""
         with self._curve_lock:
-            if self._curve is None and self._measuring is None:
-                self._curve = load_cached(self._curve_key())
-                self._curve_source = "cache" if self._curve is not None else ""
-                if self._curve is None:
-                    log.info("measuring verification cost curve c(k) for %s", self._curve_key())
-                    self._measuring = CurveMeasurement(self.verifier, usable_lengths(self.verifier))
+            if self._read_cached() is None and self._measuring is None:
+                log.info("measuring verification cost curve c(k) for %s", self._curve_key())
+                self._measuring = CurveMeasurement(self.verifier, usable_lengths(self.verifier))
             if self._curve is None:
                 self._measuring.run()
                 self._curve, self._measuring = save_measured(self._curve_key(), self._measuring), None
                 self._curve_source = "measured"
             return self._curve
 
+    def _read_cached(self) -> CostCurve | None:
+        """(Under ``_curve_lock``.) The curve, read from the disk cache the first time, unless
+        a deferred measurement is under way."""
+        if self._curve is None and self._measuring is None:
+            self._curve = load_cached(self._curve_key())
+            self._curve_source = "cache" if self._curve is not None else ""
+        return self._curve
+
     def cached_cost_curve(self) -> CostCurve | None:
         """The curve if it is loaded or cached on disk (never measures it)."""
         with self._curve_lock:
-            if self._curve is None and self._measuring is None:
-                self._curve = load_cached(self._curve_key())
-                self._curve_source = "cache" if self._curve is not None else ""
-            return self._curve
+            return self._read_cached()
 
     def defer_cost_curve(self) -> bool:
         """With no curve cached: measure it later, a unit at a time (:meth:`measure_some`,

@@ -466,11 +466,12 @@ class _Unreachable(_LineMatcher):
         # not worth generating
         if self.judged or self.exit_width is None or self.in_string or self.pending:
             return None
-        code = self._text("".join(self.parts)).lstrip()
+        text = self._text("".join(self.parts))
+        code = text.lstrip()
         if not code or any(start.startswith(code) for start in COMMENT_LINE_STARTS):
             return None  # blank so far, or the start of a comment's marker: not known yet
         self.judged = True
-        if code.startswith(COMMENT_LINE_STARTS) or indent_of(self._text("".join(self.parts))) != self.exit_width:
+        if code.startswith(COMMENT_LINE_STARTS) or indent_of(text) != self.exit_width:
             return None
         return max(self.line_start - 1, 0)
 

@@ -353,7 +353,7 @@ def after_exit(ctx: CursorContext) -> bool:
         return False
     width = indent_width(ctx.line_prefix)
     statement: list[str] = []  # the code lines of the statement above, last first
-    depth = least = 0  # of those lines read top-down (BracketDepth's terms)
+    least = 0  # the lowest bracket depth of those lines read top-down (BracketDepth's term)
     end = len(ctx.prefix) - len(ctx.line_prefix) - 1  # the line break before the cursor's line
     for _ in range(EXIT_LOOKBACK):
         if end < 0:
@@ -368,7 +368,7 @@ def after_exit(ctx: CursorContext) -> bool:
             return False
         brackets = BracketDepth()
         brackets.feed(code)
-        depth, least = brackets.depth + depth, min(brackets.least, brackets.depth + least)
+        least = min(brackets.least, brackets.depth + least)  # this line read before those below
         statement.append(code)
         if least >= 0:  # this line opened everything below it closes: the statement's first
             return (indent_width(line) == width and exits_block("\n".join(reversed(statement)))
