@@ -7,6 +7,8 @@ standard-library files, the models are randomly initialised from a config.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sysconfig
 from pathlib import Path
 
@@ -225,3 +227,72 @@ def _isolated_cache(tmp_path_factory):
         os.environ.pop("FASTCODER_CACHE", None)
     else:
         os.environ["FASTCODER_CACHE"] = old
+
+
+# --------------------------------------------------------------------------- Neovim
+
+NVIM_VERSIONS = ("system", "0.10", "0.12")
+"""The Neovims the client tests run on: the system's (Debian bookworm: 0.7.2; installed with
+apt-get when missing, as root with CI or FASTCODER_INSTALL_NVIM set) and Debian's 0.10 and 0.12,
+unpacked into the user cache by tests/neovim_debian.py (downloaded under the same conditions;
+used from the cache without them)."""
+
+
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _system_nvim() -> str:
+    found = shutil.which("nvim")
+    if found:
+        return found
+    allowed = _truthy("CI") or _truthy("FASTCODER_INSTALL_NVIM")
+    is_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    if not (allowed and is_root and shutil.which("apt-get")):
+        pytest.skip(
+            "nvim is not installed; install Neovim (e.g. `apt-get install -y neovim`), or run as root "
+            "with CI=1 or FASTCODER_INSTALL_NVIM=1 to let this test install Debian's neovim"
+        )
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "neovim"]):
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            pytest.skip(f"could not install neovim ({' '.join(cmd)} -> {proc.returncode}): {proc.stderr[-500:]}")
+    found = shutil.which("nvim")
+    if not found:
+        pytest.skip("apt-get installed neovim but nvim is not on PATH")
+    return found
+
+
+def _debian_nvim(minor: str) -> str:
+    import neovim_debian
+
+    cached = sorted(neovim_debian.cache_root().glob(f"{minor}.*/ok"), reverse=True)
+    if cached:
+        return str(cached[0].parent / "nvim")
+    if not (_truthy("CI") or _truthy("FASTCODER_INSTALL_NVIM")):
+        pytest.skip(f"Neovim {minor} is not unpacked: `python tests/neovim_debian.py {minor}`, or set "
+                    "CI=1 or FASTCODER_INSTALL_NVIM=1 to let the tests fetch Debian's packages")  # fmt: skip
+    try:
+        return str(neovim_debian.ensure(minor))
+    except neovim_debian.Unavailable as exc:
+        pytest.skip(f"Neovim {minor}: {exc}")
+
+
+def parse_nvim_version(text: str) -> tuple[int, ...]:
+    """``"0.12.4"`` (``tostring(vim.version())``, maybe ``v``-prefixed or with a ``-dev`` tail) as (0, 12, 4)."""
+    core = text.strip().lstrip("v").split("-")[0].split("+")[0]
+    return tuple(int(part) for part in core.split(".")[:3] if part.isdigit())
+
+
+def nvim_version(nvim: str) -> tuple[int, ...]:
+    """The version of the Neovim at ``nvim`` (from ``nvim --version``'s first line)."""
+    proc = subprocess.run([nvim, "--version"], capture_output=True, text=True, timeout=60)
+    first = (proc.stdout.splitlines() or [""])[0]  # "NVIM v0.12.4"
+    return parse_nvim_version(first.split(" ")[-1]) if first.startswith("NVIM ") else ()
+
+
+@pytest.fixture(scope="session", params=NVIM_VERSIONS, ids=lambda v: f"nvim-{v}")
+def nvim_bin(request) -> str:
+    """A Neovim to drive: each test using it runs once per :data:`NVIM_VERSIONS`."""
+    return _system_nvim() if request.param == "system" else _debian_nvim(request.param)

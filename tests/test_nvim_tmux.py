@@ -1,6 +1,7 @@
 """Neovim as a user sees it: the plugin in a real terminal (tmux), the real server and model.
 
-Neovim (Debian's 0.7.2 in CI) runs inside a detached tmux session with the FastCoder
+Neovim (each of conftest's ``nvim_bin``: the system's, Debian's 0.7.2 in CI, and Debian's
+0.10 and 0.12 unpacked by tests/neovim_debian.py) runs inside a detached tmux session with the FastCoder
 plugin (editor-client/nvim) and ``fastcoder serve`` on ``smollm2-135m``. The test opens a
 Python file (tests/data/editor_document.py.txt, lsp_server/postprocess.py as it was on
 2026-11-27, frozen so that editing the module cannot change what the model writes here,
@@ -75,12 +76,11 @@ def _menu(screen: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def _nvim_in_tmux(tmp_path: Path):
-    """Neovim in a detached tmux session on the editor document, its server ready: yields
-    (tmux session name, the document's path)."""
-    nvim, tmux = shutil.which("nvim"), shutil.which("tmux")
-    if not nvim or not tmux:
-        pytest.skip("needs nvim and tmux (`apt-get install -y neovim tmux`; make test does it when root)")
+def _nvim_in_tmux(tmp_path: Path, nvim: str):
+    """Neovim (``nvim``) in a detached tmux session on the editor document, its server ready:
+    yields (tmux session name, the document's path)."""
+    if not shutil.which("tmux"):
+        pytest.skip("needs tmux (`apt-get install -y tmux`; make test does it when root)")
     if not _model_available(MODEL):
         pytest.skip(f"model {MODEL} is not fetched: `fastcoder models fetch {MODEL}`")
     work = tmp_path / "project"
@@ -129,6 +129,13 @@ def _nvim_in_tmux(tmp_path: Path):
         _tmux("kill-session", "-t", session, check=False)
 
 
+def _capture_name(name: str, request: pytest.FixtureRequest) -> str:
+    """``name`` for the system's Neovim (the README's captures), ``name`` with the version
+    before its suffix for Debian's newer ones (``nvim-ghost-0.12.txt``)."""
+    version = request.node.callspec.params.get("nvim_bin", "system")
+    return name if version == "system" else name.replace(".txt", f"-{version}.txt")
+
+
 def _save_capture(screen: str, name: str) -> str:
     """The screen as text (trailing blanks off), written to OUT/name (and to docs/screenshots
     with ``FASTCODER_UPDATE_DOCS=1``)."""
@@ -141,8 +148,8 @@ def _save_capture(screen: str, name: str) -> str:
     return capture
 
 
-def test_omni_completion_in_tmux(tmp_path: Path) -> None:
-    with _nvim_in_tmux(tmp_path) as (session, _src):
+def test_omni_completion_in_tmux(nvim_bin: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    with _nvim_in_tmux(tmp_path, nvim_bin) as (session, _src):
         deadline = time.monotonic() + WAIT_S
         # the last line (the docstring), open a line below it: Neovim indents it
         _tmux("send-keys", "-t", session, "G", "z", "z", "o")  # (zz: room for the menu below)
@@ -160,7 +167,7 @@ def test_omni_completion_in_tmux(tmp_path: Path) -> None:
             _tmux("send-keys", "-t", session, "C-e")  # "Pattern not found": close it, ask again
         time.sleep(0.5)
         screen = _tmux("capture-pane", "-p", "-t", session)
-    capture = _save_capture(screen, DOC_CAPTURE.name)
+    capture = _save_capture(screen, _capture_name(DOC_CAPTURE.name, request))
     menu = _menu(capture)
     assert menu and "return" in menu[0], f"no suggestion in the popup:\n{capture}"
 
@@ -179,12 +186,13 @@ def _below_stub(screen: str) -> list[str]:
     return out
 
 
-def test_ghost_text_in_tmux(tmp_path: Path) -> None:
-    """Neovim 0.7.2 has no LSP inline completion: the plugin's ghost text. A new line in the
-    stub's body shows the suggestion on the screen without any key but ``o``; it is virtual
-    (gone from the screen after <Esc>, not in the buffer), and on the same new line again
-    (``u``, ``o``) <Tab> puts it in the file (written with ``:w`` and read back)."""
-    with _nvim_in_tmux(tmp_path) as (session, src):
+def test_ghost_text_in_tmux(nvim_bin: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Ghost text as the plugin sets it up by default: its own before Neovim 0.12 (no LSP
+    inline completion there), Neovim's ``vim.lsp.inline_completion`` from 0.12. A new line in
+    the stub's body shows the suggestion on the screen without any key but ``o``; it is
+    virtual (gone from the screen after <Esc>, not in the buffer), and on the same new line
+    again (``u``, ``o``) <Tab> puts it in the file (written with ``:w`` and read back)."""
+    with _nvim_in_tmux(tmp_path, nvim_bin) as (session, src):
         deadline = time.monotonic() + WAIT_S
         _tmux("send-keys", "-t", session, "G", "z", "z", "o")
         screen, shown = "", []
@@ -204,7 +212,7 @@ def test_ghost_text_in_tmux(tmp_path: Path) -> None:
         time.sleep(1.0)
         _tmux("send-keys", "-t", session, "Escape", ":w", "Enter")
         time.sleep(1.0)
-    capture = _save_capture(seen, "nvim-ghost.txt")
+    capture = _save_capture(seen, _capture_name("nvim-ghost.txt", request))
     assert shown and any("return" in ln for ln in shown), f"no ghost text below the stub:\n{capture}"
     assert not any(ln.strip() for ln in after_esc), f"the ghost text stayed after <Esc>: {after_esc}"
     written = src.read_text().rstrip("\n").split("\n")

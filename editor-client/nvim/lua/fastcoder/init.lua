@@ -297,27 +297,48 @@ local function map(bufnr, lhs, rhs, desc, opts)
   vim.keymap.set("i", lhs, rhs, opts)
 end
 
---- Insert-mode completion cannot insert a line break: a multi-line item (a block, or a call's
---- arguments on lines of their own) lands on one line with a NUL byte for each break (shown
---- as "^@"), as Neovim 0.7's omnifunc inserts the item's text as the completion word. At
---- CompleteDone, with the cursor right after the inserted text: split the line at those NULs
---- and put the cursor at the end of the inserted text. Returns whether it did; nothing
---- happens where the text before the cursor is not the item's (Neovim inserted the lines).
-function M.split_completed_lines(bufnr, word)
-  if type(word) ~= "string" then
+--- The whole text a completion item stands for when it spans lines: its LSP item's plain-text
+--- edit (textEdit.newText, else insertText), else the word Neovim inserted; nil for one line.
+local function multiline_text(completed)
+  local ud = type(completed.user_data) == "table" and completed.user_data or {}
+  local item = type(ud.nvim) == "table" and type(ud.nvim.lsp) == "table" and ud.nvim.lsp.completion_item or nil
+  local text
+  if type(item) == "table" and item.insertTextFormat ~= 2 then
+    local edit = type(item.textEdit) == "table" and item.textEdit or {}
+    text = type(edit.newText) == "string" and edit.newText or item.insertText
+  end
+  if type(text) ~= "string" then
+    text = type(completed.word) == "string" and completed.word:gsub("%z", "\n") or nil
+  end
+  if text and text:find("\n", 1, true) then
+    return (text:gsub("\r\n?", "\n"))
+  end
+  return nil
+end
+
+--- Insert-mode completion cannot insert a line break, so a multi-line item (a block, or a
+--- call's arguments on lines of their own) does not arrive whole: Neovim 0.7 inserts the
+--- item's text on one line with a NUL byte for each break (shown as "^@"), 0.10+ only its
+--- first line (the rest of a `textEdit` is applied only by `vim.lsp.completion`, not by the
+--- omnifunc). At CompleteDone (`completed`: v:completed_item), with the cursor right after
+--- what was inserted: replace it with the item's whole text as lines, the cursor at its end.
+--- Returns whether it did; nothing happens where the text before the cursor is not what
+--- Neovim inserted, or the completion was not accepted.
+function M.split_completed_lines(bufnr, completed, reason)
+  if type(completed) ~= "table" or type(completed.word) ~= "string" or (reason and reason ~= "accept") then
     return false
   end
-  word = word:gsub("%z", "\n")
-  if not word:find("\n", 1, true) then
+  local text = multiline_text(completed)
+  if not text then
     return false
   end
   local row, col = unpack(vim.api.nvim_win_get_cursor(0))
   local line = vim.api.nvim_buf_get_lines(bufnr, row - 1, row, false)[1] or ""
-  local inserted = word:gsub("\n", "\0")
+  local inserted = completed.word:gsub("\n", "\0")
   if col < #inserted or line:sub(col - #inserted + 1, col) ~= inserted then
     return false
   end
-  local parts = vim.split(line:sub(1, col - #inserted) .. word, "\n", { plain = true })
+  local parts = vim.split(line:sub(1, col - #inserted) .. text, "\n", { plain = true })
   local last = parts[#parts]
   parts[#parts] = last .. line:sub(col + 1)
   vim.api.nvim_buf_set_lines(bufnr, row - 1, row, false, parts)
@@ -344,6 +365,48 @@ local function attach_ghost(client, bufnr, km)
   key(km.dismiss, "dismiss", "FastCoder: hide the suggestion")
 end
 
+--- Neovim 0.12's inline completion accepts its current item at the range the server gave for
+--- the text as it was when asked. Our server's range starts at the cursor of the request, so
+--- what was typed since (before the next answer: 0.2 s of debounce, then the model) would end
+--- up after the suggestion ("w" typed, "w * h" accepted: "w * hw"). `on_accept` for
+--- `vim.lsp.inline_completion.get`: the item applied over what was typed since when that is
+--- the suggestion's own start (the range's end moved along by as much), nothing applied when
+--- it is not (a suggestion for another place); any other item as Neovim would.
+function M.accept_caught_up(bufnr, item)
+  if type(item) ~= "table" or type(item.insert_text) ~= "string" or item.range == nil then
+    return item
+  end
+  local ok, srow, scol, erow, ecol = pcall(function()
+    return item.range:to_extmark()
+  end)
+  local win = vim.fn.bufwinid(bufnr)
+  if not ok or win == -1 then
+    return item
+  end
+  local row, col = unpack(vim.api.nvim_win_get_cursor(win))
+  row = row - 1
+  if row == srow and col == scol then
+    return item -- nothing typed since it was asked for
+  end
+  local line = vim.api.nvim_buf_get_lines(bufnr, row, row + 1, false)[1] or ""
+  local typed = line:sub(scol + 1, col)
+  if row ~= srow or col < scol or item.insert_text:sub(1, #typed) ~= typed then
+    return nil -- the cursor left the place it was asked for
+  end
+  local lines = vim.split(item.insert_text, "\n", { plain = true })
+  vim.api.nvim_buf_set_text(bufnr, srow, scol, erow, ecol + (erow == srow and #typed or 0), lines)
+  vim.api.nvim_win_set_cursor(win, { srow + #lines, (#lines == 1 and scol or 0) + #lines[#lines] })
+  if item.command then
+    local client = vim.lsp.get_client_by_id(item.client_id)
+    if client then
+      pcall(function()
+        client:exec_cmd(item.command, { bufnr = bufnr })
+      end)
+    end
+  end
+  return nil
+end
+
 local function on_attach(client, bufnr)
   local cfg = M.config
   local km = cfg.keymaps or {}
@@ -354,7 +417,8 @@ local function on_attach(client, bufnr)
       buffer = bufnr,
       desc = "FastCoder: a multi-line completion as lines",
       callback = function()
-        M.split_completed_lines(bufnr, (vim.v.completed_item or {}).word)
+        local event = vim.v.event or {}
+        M.split_completed_lines(bufnr, vim.v.completed_item, event.reason)
       end,
     })
   end
@@ -368,7 +432,13 @@ local function on_attach(client, bufnr)
     if km.accept then
       local fallback = km.accept
       map(bufnr, km.accept, function()
-        if ic.get({ bufnr = bufnr }) then
+        local accepted = ic.get({
+          bufnr = bufnr,
+          on_accept = function(item)
+            return M.accept_caught_up(bufnr, item)
+          end,
+        })
+        if accepted then
           return ""
         end
         return fallback
