@@ -682,8 +682,8 @@ def _ghost_run(nvim_bin: str, tmp_path: Path, proj: Path, src: Path, cmd: list[s
 
 
 def test_ghost_text_as_you_type(nvim_bin: str, tmp_path: Path):
-    """The plugin's own ghost text (Neovim before 0.12, which has no LSP inline completion;
-    on 0.12 with ``inline_completion = false``): the plugin asks for one as you type
+    """The plugin's own ghost text (every version; Neovim 0.12's own inline completion is an
+    option, ``test_native_inline_completion``): the plugin asks for one as you type
     and draws it as virtual text (first line at the cursor, the rest as virtual lines);
     typing what it says moves it along; <M-Right> / <M-C-Right> accept a word / the line,
     <C-]> hides it, <Tab> accepts it all (replacing what its range covers right of the
@@ -745,8 +745,8 @@ NATIVE_STEPS = [
 
 
 def test_native_inline_completion(nvim_bin: str, tmp_path: Path):
-    """Neovim 0.12's own LSP inline completion (``vim.lsp.inline_completion``, what the plugin
-    enables there by default) against the stdlib fake server: shown as you type without a
+    """Neovim 0.12's own LSP inline completion (``vim.lsp.inline_completion``, the plugin's
+    ``inline_completion = true``) against the stdlib fake server: shown as you type without a
     key to ask for it, moved along as you type what it says, accepted with the plugin's
     <Tab> (replacing what its range covers: an auto-closed ``)``), a plain <Tab> when
     nothing is shown, hidden on <Esc>. Skipped on Neovim before 0.12."""

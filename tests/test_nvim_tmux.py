@@ -187,9 +187,9 @@ def _below_stub(screen: str) -> list[str]:
 
 
 def test_ghost_text_in_tmux(nvim_bin: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    """Ghost text as the plugin sets it up by default: its own before Neovim 0.12 (no LSP
-    inline completion there), Neovim's ``vim.lsp.inline_completion`` from 0.12. A new line in
-    the stub's body shows the suggestion on the screen without any key but ``o``; it is
+    """Ghost text as the plugin sets it up by default: its own (``fastcoder.ghost``) on every
+    version. A new line in the stub's body shows the suggestion on the screen without any key
+    but ``o``; it is
     virtual (gone from the screen after <Esc>, not in the buffer), and on the same new line
     again (``u``, ``o``) <Tab> puts it in the file (written with ``:w`` and read back)."""
     with _nvim_in_tmux(tmp_path, nvim_bin) as (session, src):

@@ -7,8 +7,8 @@
 --   })
 --
 -- Works on Neovim 0.7 (vim.lsp.start_client, omnifunc and the plugin's own ghost text,
--- fastcoder.ghost) up to 0.12+ (vim.lsp.start + native LSP inline completion). See
--- editor-client/README.md.
+-- fastcoder.ghost) up to 0.12+ (vim.lsp.start; Neovim's own LSP inline completion as an
+-- option). See editor-client/README.md.
 
 local M = {}
 
@@ -33,9 +33,12 @@ M.defaults = {
   -- root_dir = nearest parent with one of these, else the current directory.
   root_markers = { ".git", "pyproject.toml" },
   name = "fastcoder",
-  -- Neovim >= 0.12: enable vim.lsp.inline_completion (ghost text) in attached buffers.
-  inline_completion = true,
-  -- Neovim < 0.12 (or inline_completion = false): the plugin's own ghost text, asked for
+  -- Neovim >= 0.12: use Neovim's own vim.lsp.inline_completion for ghost text instead of the
+  -- plugin's. Off by default: in live typing on 0.12.4 it showed a suggestion before the next
+  -- key at 62% of keys against the plugin's 81%, 287 against 160 ms p50 after a model answer
+  -- (it waits 200 ms after every key before asking; docs/bench/probes-s42/nvim_live_native.py).
+  inline_completion = false,
+  -- The plugin's own ghost text (every version; on 0.12 unless inline_completion): asked for
   -- as you type (textDocument/inlineCompletion) and drawn as virtual text (fastcoder.ghost).
   ghost_text = true,
   -- Tell the server where the cursor rests (fastcoder/cursor) once it has not moved for
