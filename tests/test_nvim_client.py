@@ -681,6 +681,17 @@ def _ghost_run(nvim_bin: str, tmp_path: Path, proj: Path, src: Path, cmd: list[s
     return res
 
 
+def _area_project(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """The ghost-text tests' project: (its root, ``pkg/area.py`` with a ``return`` to complete
+    and a ``print()``, the command of the fake server that answers there)."""
+    proj, _ = make_project(tmp_path)
+    src = proj / "pkg" / "area.py"
+    src.write_text("def area(w, h):\n    return \nprint()\n")
+    server = tmp_path / "fake_server.py"
+    server.write_text(FAKE_SERVER)
+    return proj, src, [sys.executable, str(server), str(tmp_path / "log.json")]
+
+
 def test_ghost_text_as_you_type(nvim_bin: str, tmp_path: Path):
     """The plugin's own ghost text (every version; Neovim 0.12's own inline completion is an
     option, ``test_native_inline_completion``): the plugin asks for one as you type
@@ -689,12 +700,7 @@ def test_ghost_text_as_you_type(nvim_bin: str, tmp_path: Path):
     <C-]> hides it, <Tab> accepts it all (replacing what its range covers right of the
     cursor: an auto-closed ``)``) and, with nothing shown, is a plain <Tab>. Against the
     stdlib fake server, whose answers are fixed per text before the cursor."""
-    proj, _ = make_project(tmp_path)
-    src = proj / "pkg" / "area.py"
-    src.write_text("def area(w, h):\n    return \nprint()\n")
-    server = tmp_path / "fake_server.py"
-    server.write_text(FAKE_SERVER)
-    log = tmp_path / "log.json"
+    proj, src, fake = _area_project(tmp_path)
     steps = [
         {"name": "enter", "cursor": [2, 10], "keys": "A", "until": "shown"},
         {"name": "typed along", "keys": "w", "until": "shown"},
@@ -708,7 +714,7 @@ def test_ghost_text_as_you_type(nvim_bin: str, tmp_path: Path):
         {"name": "replaced", "keys": "<Tab>", "until": "hidden"},
         {"name": "left", "keys": "<Esc>", "until": "hidden"},
     ]
-    res = _ghost_run(nvim_bin, tmp_path, proj, src, [sys.executable, str(server), str(log)], steps, step_timeout_ms=5000)
+    res = _ghost_run(nvim_bin, tmp_path, proj, src, fake, steps, step_timeout_ms=5000)
     st = res["steps"]
     assert set(st) == {s["name"] for s in steps}, list(st)  # none timed out
     (mark,) = st["enter"]["marks"]
@@ -729,7 +735,7 @@ def test_ghost_text_as_you_type(nvim_bin: str, tmp_path: Path):
     assert st["replaced"]["lines"][3] == 'print("h\u00e9")'  # the ")" replaced, not doubled
     assert st["replaced"]["cursor"] == [4, len('print("h\u00e9")'.encode())]
     assert st["left"]["mode"] == "n" and st["left"]["marks"] == []
-    asked = json.loads(log.read_text())["inline"]
+    asked = json.loads(Path(fake[-1]).read_text())["inline"]
     assert asked[0] == "    return " and "print(" in asked, asked
 
 
@@ -750,16 +756,11 @@ def test_native_inline_completion(nvim_bin: str, tmp_path: Path):
     key to ask for it, moved along as you type what it says, accepted with the plugin's
     <Tab> (replacing what its range covers: an auto-closed ``)``), a plain <Tab> when
     nothing is shown, hidden on <Esc>. Skipped on Neovim before 0.12."""
-    proj, _ = make_project(tmp_path)
-    src = proj / "pkg" / "area.py"
-    src.write_text("def area(w, h):\n    return \nprint()\n")
-    server = tmp_path / "fake_server.py"
-    server.write_text(FAKE_SERVER)
-    log = tmp_path / "log.json"
     version = nvim_version(nvim_bin)
     if version < (0, 12):
         pytest.skip(f"Neovim {'.'.join(map(str, version))} has no vim.lsp.inline_completion (0.12+)")
-    res = _ghost_run(nvim_bin, tmp_path, proj, src, [sys.executable, str(server), str(log)], NATIVE_STEPS,
+    proj, src, fake = _area_project(tmp_path)
+    res = _ghost_run(nvim_bin, tmp_path, proj, src, fake, NATIVE_STEPS,
                      step_timeout_ms=5000, native=True)  # fmt: skip
     st = res["steps"]
     assert set(st) == {s["name"] for s in NATIVE_STEPS}, list(st)  # none timed out

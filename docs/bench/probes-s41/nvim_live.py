@@ -170,9 +170,16 @@ def main() -> int:
                   f" buffer {'DIVERGED' if res['diverged'] else 'as scripted'}; load {load_average()}")  # fmt: skip
             by_method[m].append(res)
     print()
-    print("| method | keys with ghost text before the next key | shown after a model answer: p50 / p95 ms (n) | at pauses >= 500 ms: felt p50 / p95 ms, shown | model runs |")
+    print_table(by_method, "method")
+    print(f"load average after: {load_average()}")
+    return 0
+
+
+def print_table(by_name: dict, label: str) -> None:
+    """The summary, a row per method (or variant): ``by_name`` maps it to its runs' results."""
+    print(f"| {label} | keys with ghost text before the next key | shown after a model answer: p50 / p95 ms (n) | at pauses >= 500 ms: felt p50 / p95 ms, shown | model runs |")
     print("|---|---|---|---|---|")
-    for m, runs in by_method.items():
+    for m, runs in by_name.items():
         keys = [k for r in runs for k in r["keys"]]
         shown = [k for k in keys if k["shown"] is not None]
         answered = [k["shown"] for k in shown if k["shown"] > 20]
@@ -182,8 +189,6 @@ def main() -> int:
         f = lambda v: "-" if v is None else f"{v:.0f}"  # noqa: E731
         print(f"| {m} | {100 * len(shown) / max(1, len(keys)):.0f}% of {len(keys)} | {f(pct(answered, 0.5))} / {f(pct(answered, 0.95))} ({len(answered)})"
               f" | {f(pct(felt, 0.5))} / {f(pct(felt, 0.95))}, {100 * len(felt) / max(1, len(pauses)):.0f}% of {len(pauses)} | {runs_n} |")  # fmt: skip
-    print(f"load average after: {load_average()}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -16,9 +16,6 @@ alternate per file::
 
 import argparse
 import importlib.util
-import json
-import random
-import statistics  # noqa: F401  (the s41 module's helpers)
 import sys
 import tempfile
 from pathlib import Path
@@ -111,18 +108,7 @@ def main() -> int:
                   f" buffer {'DIVERGED' if res['diverged'] else 'as scripted'}; load {live.load_average()}")  # fmt: skip
             by_variant[v].append(res)
     print()
-    print("| variant | keys with ghost text before the next key | shown after a model answer: p50 / p95 ms (n) | at pauses >= 500 ms: felt p50 / p95 ms, shown | model runs |")
-    print("|---|---|---|---|---|")
-    for v, runs in by_variant.items():
-        keys = [k for r in runs for k in r["keys"]]
-        shown = [k for k in keys if k["shown"] is not None]
-        answered = [k["shown"] for k in shown if k["shown"] > 20]
-        pauses = [k for k in keys if k["gap"] >= 0.5]
-        felt = [k["shown"] for k in pauses if k["shown"] is not None]
-        runs_n = sum(int(((r.get("stats") or {}).get("total") or {}).get("generations", 0)) for r in runs)
-        f = lambda x: "-" if x is None else f"{x:.0f}"  # noqa: E731
-        print(f"| {v} | {100 * len(shown) / max(1, len(keys)):.0f}% of {len(keys)} | {f(live.pct(answered, 0.5))} / {f(live.pct(answered, 0.95))} ({len(answered)})"
-              f" | {f(live.pct(felt, 0.5))} / {f(live.pct(felt, 0.95))}, {100 * len(felt) / max(1, len(pauses)):.0f}% of {len(pauses)} | {runs_n} |")  # fmt: skip
+    live.print_table(by_variant, "variant")
     print(f"load average after: {live.load_average()}")
     return 0
 
