@@ -729,9 +729,11 @@ def test_ghost_text_as_you_type(nvim_bin: str, tmp_path: Path):
     assert mark["text"] is None and mark["lines"] == ["# done"], mark
     assert st["accepted"]["lines"] == ["def area(w, h):", "    return w * h", "# done", "print()"]
     assert st["accepted"]["cursor"] == [3, 6]
-    (mark,) = st["in brackets"]["marks"]  # inside a line: inline from Neovim 0.10, after its end before
-    inline = parse_nvim_version(res["nvim"]) >= (0, 10)
-    assert mark["text"] == '"h\u00e9")' and mark["pos"] == ("inline" if inline else "eol"), mark
+    (mark,) = st["in brackets"]["marks"]  # inside a line: after its end before Neovim 0.10
+    if parse_nvim_version(res["nvim"]) >= (0, 10):  # inline, without the ")" it replaces
+        assert mark["text"] == '"h\u00e9"' and mark["pos"] == "inline" and mark["col"] == 6, mark
+    else:
+        assert mark["text"] == '"h\u00e9")' and mark["pos"] == "eol", mark
     assert st["replaced"]["lines"][3] == 'print("h\u00e9")'  # the ")" replaced, not doubled
     assert st["replaced"]["cursor"] == [4, len('print("h\u00e9")'.encode())]
     assert st["left"]["mode"] == "n" and st["left"]["marks"] == []

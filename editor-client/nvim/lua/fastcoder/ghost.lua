@@ -90,11 +90,21 @@ local function show(bufnr, row, col, text, stop)
   local lines = vim.split(text, "\n", { plain = true })
   local line = api.nvim_buf_get_lines(bufnr, row - 1, row, false)[1] or ""
   local opts = { hl_mode = "combine" }
-  if lines[1] ~= "" then
-    opts.virt_text = { { lines[1], M.hl } }
+  local first = lines[1]
+  local inline = col < #line and has("0.10")
+  if inline and #lines == 1 and stop and stop > col then
+    -- it replaces text right of the cursor (an auto-closed ")") and ends with it: inline, show
+    -- only what comes before it, so the line reads as it will after <Tab> (not `print("a"))`)
+    local covered = line:sub(col + 1, stop)
+    if first:sub(-#covered) == covered then
+      first = first:sub(1, #first - #covered)
+    end
+  end
+  if first ~= "" then
+    opts.virt_text = { { first, M.hl } }
     if col >= #line then
       opts.virt_text_pos = "overlay" -- at the line's end: as if typed
-    elseif has("0.10") then
+    elseif inline then
       opts.virt_text_pos = "inline" -- pushes the rest of the line right, as VS Code does
     else
       opts.virt_text_pos = "eol" -- 0.7-0.9 cannot insert virtual text inside a line
