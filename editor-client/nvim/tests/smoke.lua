@@ -41,6 +41,56 @@ local ok, err = pcall(function()
   check("ghost: the next line", ghost.piece("\nb = 2\nc", "line") == "\nb = 2")
   check("ghost: all", ghost.piece("a\nb", "all") == "a\nb")
 
+  -- a multi-line completion item made whole at CompleteDone (what 0.7 / 0.10+ insert of it)
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_set_current_buf(buf)
+  local virtualedit = vim.o.virtualedit
+  vim.o.virtualedit = "onemore" -- the cursor at a line's end, as in insert mode
+  local function at(lines, row, col)
+    vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+    vim.api.nvim_win_set_cursor(0, { row, col })
+  end
+  local args = { label = "x,", insertTextFormat = 1, textEdit = { newText = "\n    x,\n    y,\n" } }
+  local item = { word = "", user_data = { nvim = { lsp = { completion_item = args } } } }
+  at({ "y = f(a)" }, 1, 6) -- 0.10+: only the first line (here nothing) was inserted
+  check("lines: first line only -> whole", fc.split_completed_lines(buf, item, "accept")
+    and vim.deep_equal(vim.api.nvim_buf_get_lines(buf, 0, -1, false), { "y = f(", "    x,", "    y,", "a)" })
+    and vim.deep_equal(vim.api.nvim_win_get_cursor(0), { 4, 0 }), vim.inspect(vim.api.nvim_buf_get_lines(buf, 0, -1, false)))
+  at({ "y = f(a)" }, 1, 6)
+  check("lines: a cancelled completion is left alone", not fc.split_completed_lines(buf, item, "cancel")
+    and vim.api.nvim_buf_get_lines(buf, 0, -1, false)[1] == "y = f(a)")
+  at({ "y = f(\0    x,a)" }, 1, 13) -- 0.7: the item's text with a NUL for each break
+  local nul = { word = "\n    x,", user_data = { nvim = { lsp = { completion_item = { label = "x", insertText = "\n    x," } } } } }
+  check("lines: NUL-joined -> lines", fc.split_completed_lines(buf, nul, nil)
+    and vim.deep_equal(vim.api.nvim_buf_get_lines(buf, 0, -1, false), { "y = f(", "    x,a)" }))
+  at({ "y = f(zz)" }, 1, 8) -- what is before the cursor is not what was inserted
+  local other = { word = "q", user_data = { nvim = { lsp = { completion_item = { label = "q", insertText = "q\nr" } } } } }
+  check("lines: not the inserted word -> untouched", not fc.split_completed_lines(buf, other, "accept")
+    and vim.api.nvim_buf_get_lines(buf, 0, -1, false)[1] == "y = f(zz)")
+
+  -- Neovim 0.12's inline item accepted over what was typed since it was asked for (a range
+  -- object is anything with :to_extmark())
+  local function range(sr, sc, er, ec)
+    return { to_extmark = function() return sr, sc, er, ec end }
+  end
+  at({ "    return w", "x" }, 1, 12) -- asked at col 11, "w" typed since
+  local suggestion = { insert_text = "w * h\n# done", range = range(0, 11, 0, 11) }
+  check("native: typed along -> applied over it", fc.accept_caught_up(buf, suggestion) == nil
+    and vim.deep_equal(vim.api.nvim_buf_get_lines(buf, 0, -1, false), { "    return w * h", "# done", "x" })
+    and vim.deep_equal(vim.api.nvim_win_get_cursor(0), { 2, 6 }), vim.inspect(vim.api.nvim_buf_get_lines(buf, 0, -1, false)))
+  at({ 'print(")' }, 1, 7) -- asked at col 6 with ")" covered, '"' typed since: ")" moved right
+  check("native: covered text moved along", fc.accept_caught_up(buf, { insert_text = '"a")', range = range(0, 6, 0, 7) }) == nil
+    and vim.api.nvim_buf_get_lines(buf, 0, -1, false)[1] == 'print("a")', vim.api.nvim_buf_get_lines(buf, 0, -1, false)[1])
+  at({ "    return q" }, 1, 12) -- typed something else: nothing applied
+  check("native: typed away -> nothing", fc.accept_caught_up(buf, { insert_text = "w * h", range = range(0, 11, 0, 11) }) == nil
+    and vim.api.nvim_buf_get_lines(buf, 0, -1, false)[1] == "    return q")
+  at({ "    return " }, 1, 11) -- nothing typed: Neovim applies it itself
+  local same = { insert_text = "w", range = range(0, 11, 0, 11) }
+  check("native: nothing typed -> Neovim's own accept", fc.accept_caught_up(buf, same) == same
+    and vim.api.nvim_buf_get_lines(buf, 0, -1, false)[1] == "    return ")
+  vim.api.nvim_buf_delete(buf, { force = true })
+  vim.o.virtualedit = virtualedit
+
   -- setup with a missing binary must not raise
   local missing = "/nonexistent/dir/fastcoder-missing"
   local setup_ok, setup_err = pcall(fc.setup, { cmd = { missing, "serve" }, filetypes = { "python" } })
