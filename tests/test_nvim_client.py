@@ -576,6 +576,8 @@ vim.cmd("filetype on")
 local fc = require("fastcoder")
 -- CFG.native: Neovim 0.12's own inline completion (vim.lsp.inline_completion), else the
 -- plugin's ghost text (fastcoder.ghost), on every version
+-- CFG.global_native: the user's config turns on Neovim's own inline completion for every client
+if CFG.global_native then vim.lsp.inline_completion.enable(true) end
 fc.setup({ cmd = CFG.cmd, init_options = CFG.init_options, filetypes = { "python" }, cursor_rest_ms = false,
            inline_completion = CFG.native })
 vim.cmd("edit " .. vim.fn.fnameescape(CFG.file))
@@ -612,7 +614,9 @@ local function shown_text()
 end
 local function snapshot(name)
   local shown = shown_text()
+  local own = vim.api.nvim_get_namespaces()["nvim.lsp.inline_completion"]
   table.insert(result.steps, { name = name, ghost = shown or vim.NIL, marks = marks(),
+                               native_marks = own and #vim.api.nvim_buf_get_extmarks(bufnr, own, 0, -1, {}) or 0,
                                lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, false),
                                cursor = vim.api.nvim_win_get_cursor(0), mode = vim.api.nvim_get_mode().mode })
 end
@@ -650,7 +654,7 @@ local function run()
   end
   t0 = vim.loop.now()
   local function poll()
-    local ok = (s["until"] == nil or s["until"] == vim.NIL) and vim.loop.now() - t0 >= 200
+    local ok = (s["until"] == nil or s["until"] == vim.NIL) and vim.loop.now() - t0 >= (s.wait_ms or 200)
       or (WAIT[s["until"]] and WAIT[s["until"]]())
     if ok or vim.loop.now() - t0 > CFG.step_timeout_ms then
       snapshot(s.name .. (ok and "" or " (timed out)"))
@@ -666,11 +670,12 @@ vim.defer_fn(run, 0)
 
 def _ghost_run(nvim_bin: str, tmp_path: Path, proj: Path, src: Path, cmd: list[str], steps: list[dict],
                init_options: dict | None = None, step_timeout_ms: int = 10000, env: dict | None = None,
-               native: bool = False) -> dict:  # fmt: skip
+               native: bool = False, global_native: bool = False) -> dict:  # fmt: skip
     out = tmp_path / "ghost.json"
     config = {"plugin_dir": str(PLUGIN_DIR), "cmd": cmd, "file": str(src), "out": str(out), "steps": steps,
               "init_options": init_options or {}, "start_timeout_ms": 120000, "ready_timeout_ms": 180000,
-              "step_timeout_ms": step_timeout_ms, "native": native}  # fmt: skip
+              "step_timeout_ms": step_timeout_ms, "native": native,
+              "global_native": global_native}  # fmt: skip
     script = tmp_path / "ghost.lua"
     script.write_text(GHOST_DRIVER.replace("__CONFIG__", json.dumps(config)))
     state = tmp_path / "nvim-state"
@@ -777,6 +782,29 @@ def test_native_inline_completion(nvim_bin: str, tmp_path: Path):
     assert st["replaced"]["lines"][3] == 'print("h\u00e9")'  # the ")" replaced, not doubled
     assert st["replaced"]["cursor"] == [4, len('print("h\u00e9")'.encode())]
     assert st["left"]["mode"] == "n" and st["left"]["marks"] == []
+
+
+def test_one_ghost_text_when_neovims_own_is_on_for_every_client(nvim_bin: str, tmp_path: Path):
+    """A Neovim 0.12 config that turns on ``vim.lsp.inline_completion`` for every client (as
+    users do for other servers) must not get Neovim's own suggestion drawn beside the
+    plugin's, nor a second request per key: the plugin turns Neovim's own off for its client
+    only. Skipped on Neovim before 0.12."""
+    version = nvim_version(nvim_bin)
+    if version < (0, 12):
+        pytest.skip(f"Neovim {'.'.join(map(str, version))} has no vim.lsp.inline_completion (0.12+)")
+    proj, src, fake = _area_project(tmp_path)
+    steps = [
+        {"name": "enter", "cursor": [2, 10], "keys": "A", "until": "shown"},
+        {"name": "later", "keys": "", "until": None, "wait_ms": 900},  # Neovim's own asks 200 ms after a key
+        {"name": "accepted", "keys": "<Tab>", "until": "hidden"},
+    ]
+    res = _ghost_run(nvim_bin, tmp_path, proj, src, fake, steps, step_timeout_ms=5000, global_native=True)
+    st = res["steps"]
+    assert set(st) == {s["name"] for s in steps}, list(st)
+    assert st["later"]["ghost"] == "w * h\n# done" and st["later"]["native_marks"] == 0, st["later"]
+    assert st["accepted"]["lines"] == ["def area(w, h):", "    return w * h", "# done", "print()"], st["accepted"]
+    asked = json.loads(Path(fake[-1]).read_text())["inline"]
+    assert asked.count("    return ") == 1, asked  # the plugin's one request there; none from Neovim's own
 
 
 def test_ghost_text_with_real_server(nvim_bin: str, tmp_path: Path, request: pytest.FixtureRequest):

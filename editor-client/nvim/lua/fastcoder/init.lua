@@ -428,6 +428,11 @@ local function on_attach(client, bufnr)
   local native = cfg.inline_completion and M.has_inline_completion()
   if not native and cfg.ghost_text then
     attach_ghost(client, bufnr, km)
+    if M.has_inline_completion() then
+      -- a config that turns Neovim's own on for every client would draw a second suggestion
+      -- and send a second request per key: off for this client only (others keep it)
+      pcall(vim.lsp.inline_completion.enable, false, { client_id = client.id })
+    end
   end
   if native then
     local ic = vim.lsp.inline_completion
