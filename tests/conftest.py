@@ -267,9 +267,9 @@ def _system_nvim() -> str:
 def _debian_nvim(minor: str) -> str:
     import neovim_debian
 
-    cached = sorted(neovim_debian.cache_root().glob(f"{minor}.*/ok"), reverse=True)
-    if cached:
-        return str(cached[0].parent / "nvim")
+    cached = neovim_debian.cached(minor)
+    if cached is not None:
+        return str(cached)
     if not (_truthy("CI") or _truthy("FASTCODER_INSTALL_NVIM")):
         pytest.skip(f"Neovim {minor} is not unpacked: `python tests/neovim_debian.py {minor}`, or set "
                     "CI=1 or FASTCODER_INSTALL_NVIM=1 to let the tests fetch Debian's packages")  # fmt: skip

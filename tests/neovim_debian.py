@@ -104,11 +104,23 @@ def _closure(packages: dict[str, dict[str, str]], root: str) -> list[dict[str, s
     return list(out.values())
 
 
-def _unpack(debs: list[tuple[dict[str, str], Path]], root: Path) -> None:
-    for _fields, deb in debs:
+def _unpack(debs: list[Path], root: Path) -> None:
+    for deb in debs:
         proc = subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], capture_output=True, text=True)
         if proc.returncode != 0:
             raise Unavailable(f"dpkg-deb -x {deb.name} failed: {proc.stderr.strip()[-300:]}")
+
+
+def _download(fields: dict[str, str], folder: Path) -> Path:
+    """The package ``fields`` describes, downloaded into ``folder`` and checked against the
+    index's SHA256."""
+    data = _fetch(f"{MIRROR}/{fields['Filename']}")
+    if hashlib.sha256(data).hexdigest() != fields.get("SHA256"):
+        raise Unavailable(f"{fields['Filename']}: SHA256 differs from the package index")
+    folder.mkdir(parents=True, exist_ok=True)
+    deb = folder / Path(fields["Filename"]).name
+    deb.write_bytes(data)
+    return deb
 
 
 def _system_suite() -> str:
@@ -128,13 +140,9 @@ def _patchelf(arch: str) -> str:
         fields = _index(_system_suite(), arch).get("patchelf")
         if fields is None:
             raise Unavailable("patchelf is neither installed nor in this system's Debian suite")
-        data = _fetch(f"{MIRROR}/{fields['Filename']}")
-        if hashlib.sha256(data).hexdigest() != fields.get("SHA256"):
-            raise Unavailable(f"{fields['Filename']}: SHA256 differs from the package index")
+        cache_root().mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=cache_root()) as tmp:
-            deb = Path(tmp) / "patchelf.deb"
-            deb.write_bytes(data)
-            _unpack([(fields, deb)], cache_root() / "patchelf")
+            _unpack([_download(fields, Path(tmp))], cache_root() / "patchelf")
     return str(local)
 
 
@@ -157,6 +165,15 @@ def _wrapper(root: Path, path: Path, arch: str) -> None:
     path.chmod(0o755)
 
 
+def cached(minor: str) -> Path | None:
+    """The wrapper of a Neovim ``minor`` unpacked and checked before, newest first; None."""
+    def version(ok: Path) -> tuple[int, ...]:
+        return tuple(int(part) for part in ok.parent.name.split(".") if part.isdigit())
+
+    found = sorted(cache_root().glob(f"{minor}.*/ok"), key=version)
+    return found[-1].parent / "nvim" if found else None
+
+
 def ensure(minor: str) -> Path:
     """The wrapper of a Neovim ``minor`` (e.g. ``"0.12"``), downloaded and unpacked on first
     use. Raises :class:`Unavailable` with the reason when it cannot be had."""
@@ -167,10 +184,9 @@ def ensure(minor: str) -> Path:
         raise Unavailable(f"Debian's Neovim packages are used on Linux amd64/arm64 only, not {platform.machine()}")
     if shutil.which("dpkg-deb") is None:
         raise Unavailable("dpkg-deb is not installed")
-    # a version unpacked before is used as it is (no network needed)
-    for done in sorted(cache_root().glob(f"{minor}.*/nvim"), reverse=True):
-        if (done.parent / "ok").exists():
-            return done
+    done = cached(minor)
+    if done is not None:
+        return done  # unpacked before: used as it is (no network needed)
     reasons = []
     for suite in SUITES[minor]:
         packages = _index(suite, arch)
@@ -183,16 +199,7 @@ def ensure(minor: str) -> Path:
         cache_root().mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=cache_root()))
         try:
-            debs = []
-            for fields in _closure(packages, "neovim"):
-                data = _fetch(f"{MIRROR}/{fields['Filename']}")
-                if hashlib.sha256(data).hexdigest() != fields.get("SHA256"):
-                    raise Unavailable(f"{fields['Filename']}: SHA256 differs from {suite}'s package index")
-                deb = work / "debs" / Path(fields["Filename"]).name
-                deb.parent.mkdir(parents=True, exist_ok=True)
-                deb.write_bytes(data)
-                debs.append((fields, deb))
-            _unpack(debs, work / "root")
+            _unpack([_download(fields, work / "debs") for fields in _closure(packages, "neovim")], work / "root")
             shutil.rmtree(work / "debs")
             if target.exists():
                 shutil.rmtree(target)

@@ -113,7 +113,7 @@ vim.defer_fn(key, CFG.first_pause_ms)
 """
 
 
-def run(nvim: str, task, method: str, args, tmp: Path) -> dict:
+def run(nvim: str, task, method: str, args, tmp: Path, driver: str = DRIVER) -> dict:
     ws = tmp / f"{method}-{task.path.stem}" / "project"
     ws.mkdir(parents=True)
     src = ws / task.path.name
@@ -133,7 +133,7 @@ def run(nvim: str, task, method: str, args, tmp: Path) -> dict:
            "cursor": [row, col], "out": str(out), "ready_ms": 600000, "first_pause_ms": int(args.first_pause * 1000),
            "keys": [{"insert": k.insert, "cursor_after": k.cursor_after, "gap": k.gap} for k in script]}  # fmt: skip
     lua = tmp / f"{method}-{task.path.stem}.lua"
-    lua.write_text(DRIVER.replace("__CONFIG__", json.dumps(cfg)))
+    lua.write_text(driver.replace("__CONFIG__", json.dumps(cfg)))
     env = dict(os.environ, PYTHONPATH=str(REPO), XDG_STATE_HOME=str(tmp / "state"), XDG_DATA_HOME=str(tmp / "data"))
     subprocess.run([nvim, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-c", f"luafile {lua}"], cwd=ws, env=env,
                    timeout=900, stdin=subprocess.DEVNULL, capture_output=True)  # fmt: skip
@@ -164,15 +164,20 @@ def main() -> int:
         order = methods[n % len(methods):] + methods[: n % len(methods)]
         for m in order:
             res = run(nvim, task, m, args, tmp)
-            keys = res["keys"]
-            shown = [k for k in keys if k["shown"] is not None]
-            print(f"{task.name} {m}: {len(keys)} keys, ghost before the next key {len(shown)}/{len(keys)}, ready {res['ready_s']:.1f} s,"
-                  f" buffer {'DIVERGED' if res['diverged'] else 'as scripted'}; load {load_average()}")  # fmt: skip
+            print_run(task, m, res)
             by_method[m].append(res)
     print()
     print_table(by_method, "method")
     print(f"load average after: {load_average()}")
     return 0
+
+
+def print_run(task, name: str, res: dict) -> None:
+    """A line per run: keys with a ghost text before the next, time to ready, the buffer."""
+    keys = res["keys"]
+    shown = [k for k in keys if k["shown"] is not None]
+    print(f"{task.name} {name}: {len(keys)} keys, ghost before the next key {len(shown)}/{len(keys)}, ready {res['ready_s']:.1f} s,"
+          f" buffer {'DIVERGED' if res['diverged'] else 'as scripted'}; load {load_average()}")  # fmt: skip
 
 
 def print_table(by_name: dict, label: str) -> None:

@@ -92,20 +92,12 @@ def main() -> int:
     tasks = live._tasks(args)
     tmp = Path(tempfile.mkdtemp(prefix="nvim-live-native-"))
     by_variant = {v: [] for v in variants}
-    orig = live.DRIVER
     print(f"nvim {nvim}; method {args.methods}; load average before: {live.load_average()}")
     for n, task in enumerate(tasks):
         order = variants[n % len(variants):] + variants[: n % len(variants)]
         for v in order:
-            live.DRIVER = driver(v == "native")
-            try:
-                res = live.run(nvim, task, args.methods, args, tmp / v)
-            finally:
-                live.DRIVER = orig
-            keys = res["keys"]
-            shown = [k for k in keys if k["shown"] is not None]
-            print(f"{task.name} {v}: {len(keys)} keys, ghost before the next key {len(shown)}/{len(keys)}, ready {res['ready_s']:.1f} s,"
-                  f" buffer {'DIVERGED' if res['diverged'] else 'as scripted'}; load {live.load_average()}")  # fmt: skip
+            res = live.run(nvim, task, args.methods, args, tmp / v, driver=driver(v == "native"))
+            live.print_run(task, v, res)
             by_variant[v].append(res)
     print()
     live.print_table(by_variant, "variant")
