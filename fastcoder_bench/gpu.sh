@@ -14,13 +14,20 @@
 #            replay, each given what is left of SECONDS (stages that find too little left are skipped).
 # Every stage leaves its logs and reports in $OUT as soon as it ends (at most 8 files come back:
 # setup.log, cuda-tests.log, probes.log, suite.tgz, replay.tgz). Tunables (env): SUITE_ARGS,
-# REPLAY_ARGS, REPLAY_MIN_S, TESTS_S (the CUDA tests' seconds, 120; 0 skips them). Measured on an H200 (2026-11-26): 8 chunks of ~61 MiB, the
+# REPLAY_ARGS, REPLAY_MIN_S, TESTS_S (the CUDA tests' seconds, 120; 0 skips them), TESTS (pytest's targets),
+# PROBES (of draft_cost source_start host_overhead, all by default; empty: none), SUITE_OUT (/tmp/suite: a
+# second suite in the same lease needs another, or it resumes the first). Measured on an H200 (2026-11-26): 8 chunks of ~61 MiB, the
 # first 7 chunk calls ~5 s each after a 30 s start, the 8th carried by the run call; the run stage's setup (unpack, install, convert) 65 s, the CUDA
 # tests 100 s, the suite (ar,pld,fastcoder,hf-static, 20 tasks) ~170 s, a 2-file replay ~115 s.
 # On an H200 (2026-11-27, thirty-first session): setup 61 s, the CUDA tests 103 s (53 passed), the suite
 # (ar,fastcoder,fastcoder-no-dc,pld, 20 tasks) 82 s, a 4-file replay (2 methods) more than 185 s (3 files done).
 # Next time: TESTS_S=0 unless fastcoder/verifier.py, attention.py or matmul.py changed since 0029090 (then the
 # default suite, 5 methods, gets ~130 s and the replay the rest).
+# On an H200 (2026-11-28, forty-third session, ~800 s of 900 used): start + chunk 0 60 s, 7 chunks ~5 s each; then
+#   TESTS=tests/test_static_verifier.py::test_every_bucket_replays_a_captured_graph_equal_to_the_eager_step TESTS_S=60
+#   PROBES=host_overhead REPLAY_MIN_S=230 ... run 560 8   (351 s: setup 66, test 15, default suite, probe, default replay)
+#   TESTS_S=0 PROBES= REPLAY_MIN_S=0 SUITE_OUT=/tmp/suitehf SUITE_ARGS='--limit 20 --methods ar,fastcoder,hf-ar,hf-static,hf-pld
+#   --cost-curve measure' REPLAY_ARGS='--files 4 --max-keys 150 --methods ar,fastcoder' ... run 375   (335 s, both done)
 # On an H100 (2026-11-27): setup 79 s; the suite with hf-ar,hf-static,hf-pld too needed more than
 # 207 s (11 of 20 tasks; resume it with the same command); a 4-file replay (2 methods) 204 s. The
 # replay's default runs each method with the source gate on and off (`nogate`; before 2026-11-27: arFallback on and off, `nofallback`): 2 files x 4 runs.
@@ -82,26 +89,30 @@ run)
   [ "${PIPESTATUS[0]}" = 0 ] || exit 1
   name=$(cat /tmp/fc-stage/meta/model.name)
   t=$(( $(left) < ${TESTS_S:-120} ? $(left) : ${TESTS_S:-120} ))  # TESTS_S=0: no CUDA tests
-  [ "$t" -gt 20 ] && timeout -s INT "$t" python3 -m pytest -q -p no:cacheprovider tests/test_static_verifier.py \
-    tests/test_folded_attention.py > "$OUT/cuda-tests.log" 2>&1; tail -4 "$OUT/cuda-tests.log"
+  # shellcheck disable=SC2086
+  [ "$t" -gt 20 ] && timeout -s INT "$t" python3 -m pytest -q -p no:cacheprovider \
+    ${TESTS:-tests/test_static_verifier.py tests/test_folded_attention.py} > "$OUT/cuda-tests.log" 2>&1; tail -4 "$OUT/cuda-tests.log"
   replay_min=${REPLAY_MIN_S:-215}
-  t=$(( $(left) - replay_min - 90 ))  # 90 s kept for the probes after it
+  probes=${PROBES-draft_cost source_start host_overhead}; suite=${SUITE_OUT:-/tmp/suite}
+  t=$(( $(left) - replay_min - $(wc -w <<< "$probes") * 30 ))  # ~30 s kept for each probe after it
   if [ "$t" -gt 60 ]; then
     echo "suite: $t s"
     # shellcheck disable=SC2086
     timeout -s INT "$t" python3 -m fastcoder_cli bench --suite repo --device cuda --dtype bfloat16 --model "$name" \
-      --out /tmp/suite --quiet ${SUITE_ARGS:---limit 20 --methods ar,pld,fastcoder,fastcoder-no-gate,fastcoder-no-dc --cost-curve measure} > "$OUT/suite.log" 2>&1
+      --out "$suite" --quiet ${SUITE_ARGS:---limit 20 --methods ar,pld,fastcoder,fastcoder-no-gate,fastcoder-no-dc --cost-curve measure} > "$OUT/suite.log" 2>&1
     echo "suite rc $?"; tail -12 "$OUT/suite.log"
     # the host's share of a step, where the GPU run found drafting 3x dearer than a CPU
     # machine's: the same drafting over the same recorded tasks, no model (seconds)
     # (the H200's host, 2026-11-27: 1.9 ms a step here against 1.74 in the suite; a 4 ms pause
     # per step added 10-20%), with the source gate and without
-    timeout 60 python3 -m fastcoder_bench.probes.draft_cost /tmp/suite /tmp/suite/run.json --repeats 3 \
-      --methods fastcoder,fastcoder-no-gate > "$OUT/probes.log" 2>&1
-    timeout 30 python3 -m fastcoder_bench.probes.source_start lsp_server/complete.py 100 >> "$OUT/probes.log" 2>&1
-    timeout 60 python3 -m fastcoder_bench.probes.host_overhead lsp_server/complete.py --curve /tmp/suite/run.json --no-gate >> "$OUT/probes.log" 2>&1
-    grep -v Warn "$OUT/probes.log" | tail -12
-    mv "$OUT/suite.log" /tmp/suite/ && tar -C /tmp/suite -czf "$OUT/suite.tgz" report.json report.md run.json tasks.jsonl suite.log
+    case " $probes " in *" draft_cost "*) timeout 60 python3 -m fastcoder_bench.probes.draft_cost "$suite" "$suite/run.json" \
+      --repeats 3 --methods fastcoder,fastcoder-no-gate >> "$OUT/probes.log" 2>&1;; esac
+    case " $probes " in *" source_start "*) timeout 30 python3 -m fastcoder_bench.probes.source_start lsp_server/complete.py 100 \
+      >> "$OUT/probes.log" 2>&1;; esac
+    case " $probes " in *" host_overhead "*) timeout 60 python3 -m fastcoder_bench.probes.host_overhead lsp_server/complete.py \
+      --curve "$suite/run.json" --no-gate >> "$OUT/probes.log" 2>&1;; esac
+    [ -f "$OUT/probes.log" ] && grep -v Warn "$OUT/probes.log" | tail -12
+    mv "$OUT/suite.log" "$suite/" && tar -C "$suite" -czf "$OUT/suite.tgz" report.json report.md run.json tasks.jsonl suite.log
   fi
   t=$(( $(left) - 5 ))
   if [ "$t" -gt 60 ]; then
