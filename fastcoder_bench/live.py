@@ -57,8 +57,8 @@ from typing import Any
 from fastcoder_bench.lsp_client import StdioClient, server_command
 from fastcoder_bench.output import recording
 from fastcoder_bench.replay import (
-    Key, Task, _names, _tasks, add_typing_args, check_typing_args, keystrokes, load_average, run_key, run_order,
-    server_options, task_workspace, utf16_pos,
+    Key, Task, _names, _tasks, add_typing_args, check_typing_args, curve_measuring, keystrokes, load_average, run_key,
+    run_order, server_options, task_workspace, utf16_pos,
 )  # fmt: skip
 
 CLIENT_DEBOUNCE_S = 0.050  # VS Code's InlineCompletionsModel: debounce min = max = 50 ms
@@ -126,6 +126,11 @@ def type_live(args: argparse.Namespace, task: Task, ws: Path) -> dict[str, Any]:
         client.initialize(ws, options, timeout=args.ready_timeout)
         client.wait_status("ready", timeout=args.ready_timeout)
         ready_s = time.monotonic() - t0
+        while not args.first_start and curve_measuring(client.command("fastcoder.stats")["result"]):
+            if time.monotonic() - t0 > args.ready_timeout:
+                raise SystemExit(f"no cost curve after {args.ready_timeout} s (--first-start types without it)")
+            time.sleep(0.2)
+        curve_s = time.monotonic() - t0 - ready_s
         for other in task.others:
             client.notify("textDocument/didOpen", {"textDocument": {
                 "uri": (ws / other.name).as_uri(), "languageId": "python", "version": 1,
@@ -205,7 +210,7 @@ def type_live(args: argparse.Namespace, task: Task, ws: Path) -> dict[str, Any]:
                      for r in reqs],  # fmt: skip
         "seen": [asdict(s) for s in visible(script, times, task.body, [r for r in reqs if r.key >= 0])],
         "first_ms": 1000 * ((reqs[0].answered or reqs[0].sent) - reqs[0].sent),
-        "ready_s": ready_s, "typing_s": typing_s, "before": before, "after": after,
+        "ready_s": ready_s, "curve_s": curve_s, "typing_s": typing_s, "before": before, "after": after,
     }  # fmt: skip
 
 

@@ -585,6 +585,13 @@ def server_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def curve_measuring(stats: dict[str, Any]) -> bool:
+    """Whether a server's ``fastcoder.stats`` says its first cost curve is still being
+    measured in idle time (no curve cached for this model and machine: generations that
+    would draft run as plain AR until it is done)."""
+    return ((stats.get("model") or {}).get("costCurve") or {}).get("state") == "measuring"
+
+
 def task_workspace(task: Task, ws: Path) -> None:
     """The workspace of ``task`` in the empty folder ``ws``: the file's folder, with the
     body already removed on disk too."""
@@ -641,6 +648,14 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
 
     async def stats() -> dict[str, Any]:
         return await client.workspace_execute_command_async(types.ExecuteCommandParams(command="fastcoder.stats"))
+
+    if not args.first_start:  # the server's steady state: its first cost curve measured (then cached)
+        while curve_measuring(await stats()):
+            if time.perf_counter() - t_start > args.ready_timeout:
+                raise SystemExit(f"no cost curve after {args.ready_timeout} s (--first-start types without it)")
+            await asyncio.sleep(0.2)
+    curve_s = time.perf_counter() - t_start - ready_s
+    curve_state = ((await stats()).get("model") or {}).get("costCurve")  # as typing starts
 
     for other in task.others:  # the other buffers the user has open
         client.text_document_did_open(
@@ -799,7 +814,7 @@ async def replay(args: argparse.Namespace, task: Task, workspace: Path) -> dict[
     except Exception:
         pass
     await client.stop()
-    return {"samples": samples, "stats": final, "ready_s": ready_s, "keys": typed_keys, "typing_s": sim_clock,
+    return {"samples": samples, "stats": final, "ready_s": ready_s, "curve_s": curve_s, "curve_state": curve_state, "keys": typed_keys, "typing_s": sim_clock,
             "statuses": statuses, "typed_chars": typed_chars, "accept_refused": refused}  # fmt: skip
 
 
@@ -853,6 +868,9 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "keystrokes": sum(r["keys"] for r in runs),
         "simulated_typing_s": sum(r["typing_s"] for r in runs),
         "server_ready_s": _mean([r["ready_s"] for r in runs]),
+        "curve_wait_s": _mean([r.get("curve_s", 0.0) for r in runs]),
+        # each server's cost curve as typing started: cached / measured (or measuring: --first-start)
+        "curve_at_typing": [(r.get("curve_state") or {}).get("state") for r in runs],
         "all_requests": {  # every request's round trip, typed-through and after-accept ones included
             "n": len(everything),
             "p50_ms": None if not everything else 1000 * pct(everything, 0.5),
@@ -908,6 +926,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "accepted_by_source": by_source,
         "typed_through": sum(r["stats"]["outcomes"].get("typed_through", 0) for r in runs),
         "ar_fallback": sum(r["stats"]["outcomes"].get("ar_fallback", 0) for r in runs),  # lsp_server/fallback.py
+        # generations that would draft, run as plain AR: the server's first cost curve not measured yet (--first-start)
+        "ar_until_curve": sum(r["stats"]["outcomes"].get("ar_until_curve", 0) for r in runs),
         # servers (one per file) whose probes priced AR's step, and holds of AR (documents set aside)
         "ar_priced": sum((r["stats"].get("server", {}).get("arFallback") or {}).get("arStepMs") is not None for r in runs),
         # drafter generations the fallback weighed, and of them those weighed up to an early answer
@@ -1268,7 +1288,8 @@ def print_summary(name: str, s: dict[str, Any]) -> None:
     print(f"== {name}: {s['model'].get('name')} {s['model'].get('dtype')} on {s['model'].get('device')}; "
           f"{s['files']} files; index: {', '.join(sorted(set(map(str, s['index']))))}")
     print(f"  {s['keystrokes']} keystrokes, {s['requests']} requests (150 ms debounce), "
-          f"{s['simulated_typing_s']:.0f} s of simulated typing; server ready in {s['server_ready_s']:.1f} s (mean)")  # fmt: skip
+          f"{s['simulated_typing_s']:.0f} s of simulated typing; server ready in {s['server_ready_s']:.1f} s (mean)"
+          + (f", its first cost curve measured {s['curve_wait_s']:.1f} s later" if s.get("curve_wait_s", 0) >= 0.5 else ""))  # fmt: skip
     a = s["all_requests"]
     print(row("every request", a) + f"   max {num(a['max_ms']):>6} ms")
     print(row("first request (per file)", s["first"]))
@@ -1295,7 +1316,9 @@ def print_summary(name: str, s: dict[str, Any]) -> None:
     mean_acc, mpt = s["mean_accept_length"], s["decode_ms_per_token"]
     src = ", ".join(f"{k} {v}" for k, v in sorted(s["accepted_by_source"].items(), key=lambda kv: -kv[1])) or "-"
     print(f"  prefill saving (KV reuse) {share(s['prefill_saving'])}, prefilled tokens per model run median "
-          f"{num(pt['median'])} p95 {num(pt['p95'])}; {s['generations']} generations ({s.get('ar_fallback', 0)} as plain AR: arFallback, AR priced in "
+          f"{num(pt['median'])} p95 {num(pt['p95'])}; {s['generations']} generations ("
+          + (f"{s['ar_until_curve']} as plain AR before the first cost curve, " if s.get("ar_until_curve") else "")
+          + f"{s.get('ar_fallback', 0)} as plain AR: arFallback, AR priced in "
           f"{s.get('ar_priced', 0)} of {len(s.get('index') or [])} servers, {s.get('ar_holds', 0)} holds, "
           f"{s.get('ar_judged', 0)} weighed, {s.get('ar_judged_at_answer', 0)} of them up to an early answer), mean accepted length "
           f"{'-' if mean_acc is None else f'{mean_acc:.2f}'}; decode {'-' if mpt is None else f'{mpt:.0f}'} ms/token; "
@@ -1373,6 +1396,10 @@ def add_typing_args(ap: argparse.ArgumentParser) -> None:
                     help="seconds (real time) the user looks at the opened file before typing")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ready-timeout", type=float, default=900)
+    ap.add_argument("--first-start", action="store_true",
+                    help="type as soon as the server says ready, as on a first start: where no cost curve is cached "
+                         "for this model and machine, the server measures one in idle time and generations that would "
+                         "draft run as plain AR until then (default: wait for the curve, the servers' steady state)")
     ap.add_argument("--out", type=Path, default=None, metavar="DIR", help="write DIR/report.json and DIR/report.md")
 
 
