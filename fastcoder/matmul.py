@@ -47,6 +47,7 @@ import platform
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -240,6 +241,14 @@ A kernel that sums in another order shows it on some rows only (the bf16 outputs
 where the float32 sums straddle a rounding boundary): Qwen2.5-Coder-0.5B's
 ``mlp.down_proj`` on 21% of random rows, so 6 rows missed it in one draw of two; 64 rows
 miss it with probability ~3e-7."""
+ONE_ROW_PROBE_BLOCK = 16
+"""Rows per call of the 'together' side of that probe: a tree step's size. Not all 64 in one
+call: on an Intel Xeon with AMX (forty-third session) oneDNN's packed bf16 kernel for calls
+of more than 32 rows rounds otherwise than for 2-32 rows, whose rows equal 1-row calls there;
+a 64-row call marked every layer of the model for nothing (:func:`uniform_rows` finds that
+limit)."""
+UNIFORM_PROBE_PAIRS = 8
+"""2-row calls :func:`uniform_rows` compares per (shape, row count): spread over the rows."""
 
 
 def mark_one_row_rounding(model: torch.nn.Module) -> list[str] | None:
@@ -275,12 +284,47 @@ def mark_one_row_rounding(model: torch.nn.Module) -> list[str] | None:
             if key not in verdict:
                 m.pad_one_row = False
                 x = (torch.randn(ONE_ROW_PROBE_ROWS, m.in_features, generator=gen) * torch.rand(ONE_ROW_PROBE_ROWS, 1, generator=gen) * 3).to(dtype)
-                together = m(x.unsqueeze(0))[0]
+                together = torch.cat([m(x[i : i + ONE_ROW_PROBE_BLOCK].unsqueeze(0))[0] for i in range(0, len(x), ONE_ROW_PROBE_BLOCK)])
                 verdict[key] = any(not torch.equal(m(x[i : i + 1].unsqueeze(0))[0, 0], together[i]) for i in range(len(x)))
             m.pad_one_row = verdict[key]
             if m.pad_one_row:
                 marked.append(name)
     return marked
+
+
+def uniform_rows(model: torch.nn.Module, sizes: Sequence[int]) -> int:
+    """The largest of ``sizes`` up to which a call of that many rows gives every row the bits
+    a 2-row call gives it, for every linear layer shape of ``model`` (packed or plain) and
+    every tested size up to it; 2 when the smallest tested size already differs.
+
+    Why: batch-invariant steps (:class:`fastcoder.verifier.Verifier`) need a token's row to
+    come out the same in an AR step, a tree step of any size and a prefill chunk. On a
+    2-vCPU AMD EPYC with AVX512-BF16 oneDNN's calls of 2 to 2,048 rows agree row for row; on
+    an Intel Xeon with AMX (forty-third session, every Qwen2.5-Coder-0.5B shape) calls of more
+    than 32 rows take the AMX kernel and round otherwise
+    (``docs/bench/probes-s43/amx_rows_threshold-output.txt``): there the verifier keeps its
+    tree steps at 32 rows and says its prefill chunks are not invariant. Each (shape, size)
+    compares :data:`UNIFORM_PROBE_PAIRS` 2-row calls spread over the rows, under
+    ``torch.inference_mode`` as the forwards run."""
+    shapes: dict[tuple, torch.nn.Module] = {}
+    for m in model.modules():
+        if isinstance(m, PackedLinear):
+            shapes.setdefault((m.in_features, m.out_features, m.bias is not None, m.packed.dtype), m)
+        elif isinstance(m, torch.nn.Linear):
+            shapes.setdefault((m.in_features, m.out_features, m.bias is not None, m.weight.dtype, "plain"), m)
+    gen = torch.Generator().manual_seed(0)
+    best = 2
+    with torch.inference_mode():
+        for size in sorted({int(s) for s in sizes if int(s) > 2}):
+            for key, m in shapes.items():
+                x = (torch.randn(size, m.in_features, generator=gen) * 3).to(key[3])
+                full = m(x.unsqueeze(0))[0]
+                step = max(2, (size // 2) // UNIFORM_PROBE_PAIRS * 2)
+                for i in range(0, size - 1, step):
+                    if not torch.equal(m(x[i : i + 2].unsqueeze(0))[0], full[i : i + 2]):
+                        return best
+            best = size
+    return best
 
 
 def pack_linears(model: torch.nn.Module, fuse: bool = True) -> int:

@@ -427,12 +427,23 @@ class Verifier:
         # (matmul.mark_one_row_rounding); 2 otherwise (the whole forward padded)
         self.min_rows = 1
         self.one_row_padded: list[str] = []
+        # prompt tokens per prefill forward: a cancelled request stops within one chunk
+        self.prefill_chunk = PREFILL_CHUNK_CUDA if self.device.type == "cuda" else PREFILL_CHUNK_CPU
+        # batch-invariant: the most rows a forward's linear layers round as every smaller
+        # call of 2+ rows does (matmul.uniform_rows); tree steps stay within it (buckets above
+        # it are dropped) and prefill chunks of more rows are faster but not invariant
+        self.uniform_rows: int | None = None
+        self.prefill_invariant = self.invariant
         if self.invariant:
             marked = matmul.mark_one_row_rounding(model)
             self.min_rows = 1 if marked is not None else 2
             self.one_row_padded = marked or []
-        # prompt tokens per prefill forward: a cancelled request stops within one chunk
-        self.prefill_chunk = PREFILL_CHUNK_CUDA if self.device.type == "cuda" else PREFILL_CHUNK_CPU
+            self.uniform_rows = matmul.uniform_rows(model, (*self.buckets[1:], self.prefill_chunk))
+            if self.uniform_rows < self.buckets[-1]:
+                self.buckets = tuple(b for b in self.buckets if b <= self.uniform_rows)
+                log.info("batch-invariant steps: linear calls of more than %d rows round otherwise on this CPU; "
+                         "tree steps up to %d rows", self.uniform_rows, self.buckets[-1])  # fmt: skip
+            self.prefill_invariant = self.uniform_rows >= self.prefill_chunk
         # eager steps run the rows they have, graphs and compiled steps a bucket's (fixed
         # shapes); query heads per KV head in the attention kernel's rows (attention_rows)
         self.padded = self.use_graphs or bool(compile)
@@ -868,7 +879,9 @@ class Verifier:
         the others keep their graphs); eager: whether the steps are batch-invariant
         (``invariant``) and, if so, the fewest rows a forward runs (``min_rows``) and the
         linear layers that run a 1-row call as 2 rows (``one_row_as_two``: layer name ->
-        how many layers, e.g. ``{"down_proj": 24}``); where the explicit attention was
+        how many layers, e.g. ``{"down_proj": 24}``), the most rows a linear call rounds as
+        a 2-row call does (``uniform_rows``; tree steps stay within it: ``buckets``) and whether
+        prefill chunks are invariant too (``prefill_invariant``); where the explicit attention was
         probed, the first cache row it runs from (``explicit_attention_from``, None: not
         used) and the probe's figures (``explicit_probe``). Reported by the server's
         ``fastcoder.stats`` and the benchmark reports."""
@@ -877,7 +890,8 @@ class Verifier:
                       "exact_paths": self.exact_paths}
             if self.invariant:
                 kinds = Counter(name.rsplit(".", 1)[-1] for name in self.one_row_padded)
-                status.update(min_rows=self.min_rows, one_row_as_two=dict(kinds))
+                status.update(min_rows=self.min_rows, one_row_as_two=dict(kinds), uniform_rows=self.uniform_rows,
+                              prefill_invariant=self.prefill_invariant, buckets=list(self.buckets))
             if self.explicit_from is not None or self.explicit_probe is not None:
                 status["explicit_attention_from"] = self.explicit_from  # None: probed, not used
                 if self.explicit_probe is not None:

@@ -218,3 +218,57 @@ def test_one_row_calls_round_as_many_row_calls_once_marked():
                 for i in range(9):
                     assert torch.equal(m(x[:, i : i + 1])[0, 0], many[i]), (m, i)
     assert matmul.mark_one_row_rounding(plain) is None
+
+
+class _SwitchingLinear(torch.nn.Linear):
+    """A linear layer whose calls of more than ``switch`` rows round otherwise (one bf16 ulp
+    on one output), as oneDNN's AMX kernel does from 33 rows on an Intel Xeon with AMX."""
+
+    switch = 32
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # each row summed on its own (F.linear's kernels round by row count themselves)
+        y = (x.unsqueeze(-1) * self.weight.T).sum(-2) + self.bias
+        if x.shape[-2] > self.switch:
+            y = y.clone()
+            y[..., 0, 0] = torch.nextafter(y[..., 0, 0].float(), torch.tensor(float("inf"))).to(y.dtype) + 2 ** -6
+        return y
+
+
+def test_uniform_rows_finds_where_calls_round_otherwise():
+    """``uniform_rows``: the largest tested row count up to which every shape's calls give
+    each row a 2-row call's bits; a layer switching kernels past 32 rows caps it at 32 (the
+    verifier then keeps its tree steps within 32 rows and says its prefill chunks are not
+    invariant); plain layers that never switch pass every size."""
+    torch.manual_seed(0)
+    _SwitchingLinear.switch = 10**9
+    uniform = torch.nn.Sequential(_SwitchingLinear(64, 48), _SwitchingLinear(48, 64))
+    assert matmul.uniform_rows(uniform, (4, 8, 16, 32, 64, 128)) == 128
+    _SwitchingLinear.switch = 32
+    switching = torch.nn.Sequential(_SwitchingLinear(64, 48), _SwitchingLinear(48, 64))
+    assert matmul.uniform_rows(switching, (4, 8, 16, 32, 64, 128)) == 32
+    _SwitchingLinear.switch = 3
+    try:
+        assert matmul.uniform_rows(switching, (4, 8, 16)) == 2
+    finally:
+        _SwitchingLinear.switch = 32
+
+
+def test_the_verifier_keeps_tree_steps_within_uniform_rows(tiny_tokenizer, monkeypatch):
+    """Where linear calls of more than 32 rows round otherwise (bf16, batch-invariant
+    steps), the verifier drops the buckets above 32 rows, reports it and marks its 128-row
+    prefill chunks as not invariant; steps within the limit still give AR's bits."""
+    from conftest import build_model
+
+    from fastcoder.verifier import BUCKETS, Verifier
+
+    model = build_model("qwen2", len(tiny_tokenizer)).to(torch.bfloat16)
+    monkeypatch.setattr(matmul, "uniform_rows", lambda m, sizes: 32 if max(sizes) > 32 else max(sizes))
+    v = Verifier(model)
+    assert v.invariant and v.buckets == tuple(b for b in BUCKETS if b <= 32) and not v.prefill_invariant
+    status = v.graph_status()
+    assert status["uniform_rows"] == 32 and status["buckets"][-1] == 32 and status["prefill_invariant"] is False
+    assert v.max_nodes == 31  # what the draft budget trims a tree to
+    monkeypatch.setattr(matmul, "uniform_rows", lambda m, sizes: max(sizes))
+    v = Verifier(model)
+    assert v.buckets == BUCKETS and v.prefill_invariant
