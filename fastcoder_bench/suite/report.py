@@ -329,8 +329,12 @@ def to_markdown(report: dict[str, Any], plots: Sequence[str] = ()) -> str:
         if st.get("batch_invariant"):
             padded = ", ".join(f"{k} x{n}" for k, n in sorted(st.get("one_row_as_two", {}).items())) or "none"
             least = st.get("min_rows", 2)
+            capped = ""
+            if not st.get("prefill_invariant", True):  # matmul.uniform_rows: e.g. an Intel Xeon with AMX
+                capped = (f"; linear calls of more than {st.get('uniform_rows')} rows round otherwise on this CPU: "
+                          f"tree steps up to {(st.get('buckets') or ['?'])[-1]} rows, prefill chunks not invariant")
             inv = (f", batch-invariant (a forward runs at least {least} query row{'s' if least != 1 else ''}; "
-                   f"linear layers running a 1-row call as 2 rows: {padded})")  # fmt: skip
+                   f"linear layers running a 1-row call as 2 rows: {padded}{capped})")  # fmt: skip
         lines.append(f"- steps ran as {st.get('mode')}" + (f", buckets captured {st.get('captured')}" if st.get("captured") else "") + inv
                      + (f"; **capture failed** (those buckets ran eagerly): {failed}" if failed else ""))  # fmt: skip
     if mach.get("matmul"):
