@@ -221,10 +221,12 @@ def test_one_row_calls_round_as_many_row_calls_once_marked():
 
 
 class _SwitchingLinear(torch.nn.Linear):
-    """A linear layer whose calls of more than ``switch`` rows round otherwise (one bf16 ulp
-    on one output), as oneDNN's AMX kernel does from 33 rows on an Intel Xeon with AMX."""
+    """A linear layer whose calls of more than ``switch`` rows round otherwise (one output
+    moved), as oneDNN's AMX kernel does from 33 rows on an Intel Xeon with AMX."""
 
-    switch = 32
+    def __init__(self, in_features: int, out_features: int, switch: int) -> None:
+        super().__init__(in_features, out_features)
+        self.switch = switch
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # each row summed on its own (F.linear's kernels round by row count themselves)
@@ -241,17 +243,13 @@ def test_uniform_rows_finds_where_calls_round_otherwise():
     verifier then keeps its tree steps within 32 rows and says its prefill chunks are not
     invariant); plain layers that never switch pass every size."""
     torch.manual_seed(0)
-    _SwitchingLinear.switch = 10**9
-    uniform = torch.nn.Sequential(_SwitchingLinear(64, 48), _SwitchingLinear(48, 64))
-    assert matmul.uniform_rows(uniform, (4, 8, 16, 32, 64, 128)) == 128
-    _SwitchingLinear.switch = 32
-    switching = torch.nn.Sequential(_SwitchingLinear(64, 48), _SwitchingLinear(48, 64))
-    assert matmul.uniform_rows(switching, (4, 8, 16, 32, 64, 128)) == 32
-    _SwitchingLinear.switch = 3
-    try:
-        assert matmul.uniform_rows(switching, (4, 8, 16)) == 2
-    finally:
-        _SwitchingLinear.switch = 32
+
+    def model(switch: int) -> torch.nn.Module:
+        return torch.nn.Sequential(_SwitchingLinear(64, 48, 10**9), _SwitchingLinear(48, 64, switch))
+
+    assert matmul.uniform_rows(model(10**9), (4, 8, 16, 32, 64, 128)) == 128
+    assert matmul.uniform_rows(model(32), (4, 8, 16, 32, 64, 128)) == 32
+    assert matmul.uniform_rows(model(3), (4, 8, 16)) == 2
 
 
 def test_the_verifier_keeps_tree_steps_within_uniform_rows(tiny_tokenizer, monkeypatch):

@@ -43,6 +43,8 @@ def test_the_replay_types_once_the_first_cost_curve_is_measured(tiny_model_dir, 
 
 
 def test_first_start_types_as_soon_as_the_server_is_ready(tiny_model_dir, tmp_path):
+    """No ``fastcoder.stats`` round trip between ``ready`` and typing (the wait asks at
+    least once: milliseconds; skipped, the measured gap was ~6 microseconds in two runs)."""
     s = _replay(tiny_model_dir, tmp_path, "--first-start")
     assert s["curve_at_typing"][0] in ("measuring", "measured"), s["curve_at_typing"]
-    assert s["curve_wait_s"] < 0.5
+    assert s["curve_wait_s"] < 1e-4, s["curve_wait_s"]
