@@ -15,7 +15,7 @@
 # Every stage leaves its logs and reports in $OUT as soon as it ends (at most 8 files come back:
 # setup.log, cuda-tests.log, probes.log, suite.tgz, replay.tgz). Tunables (env): SUITE_ARGS,
 # REPLAY_ARGS, REPLAY_MIN_S, TESTS_S (the CUDA tests' seconds, 120; 0 skips them), TESTS (pytest's targets),
-# PROBES (of draft_cost source_start host_overhead, all by default; empty: none), SUITE_OUT (/tmp/suite: a
+# PROBES (of draft_cost source_start host_overhead, all by default, and compiled_graphs, asked by name; empty: none), SUITE_OUT (/tmp/suite: a
 # second suite in the same lease needs another, or it resumes the first). Measured on an H200 (2026-11-26): 8 chunks of ~61 MiB, the
 # first 7 chunk calls ~5 s each after a 30 s start, the 8th carried by the run call; the run stage's setup (unpack, install, convert) 65 s, the CUDA
 # tests 100 s, the suite (ar,pld,fastcoder,hf-static, 20 tasks) ~170 s, a 2-file replay ~115 s.
@@ -94,7 +94,8 @@ run)
     ${TESTS:-tests/test_static_verifier.py tests/test_folded_attention.py} > "$OUT/cuda-tests.log" 2>&1; tail -4 "$OUT/cuda-tests.log"
   replay_min=${REPLAY_MIN_S:-215}
   probes=${PROBES-draft_cost source_start host_overhead}; suite=${SUITE_OUT:-/tmp/suite}
-  t=$(( $(left) - replay_min - $(wc -w <<< "$probes") * 30 ))  # ~30 s kept for each probe after it
+  extra=0; case " $probes " in *" compiled_graphs "*) extra=210;; esac  # it compiles 4 shapes: 240 s kept
+  t=$(( $(left) - replay_min - $(wc -w <<< "$probes") * 30 - extra ))  # ~30 s kept for each probe after it
   if [ "$t" -gt 60 ]; then
     echo "suite: $t s"
     # shellcheck disable=SC2086
@@ -111,6 +112,10 @@ run)
       >> "$OUT/probes.log" 2>&1;; esac
     case " $probes " in *" host_overhead "*) timeout 60 python3 -m fastcoder_bench.probes.host_overhead lsp_server/complete.py \
       --curve "$suite/run.json" --no-gate >> "$OUT/probes.log" 2>&1;; esac
+    # the forward of unfused eager kernels in the graphs (4.4 of a 6.1 ms step on the H200, s43) against
+    # the inductor-compiled forward captured the same way: buckets 1 and 16 at 1,500 cached rows (4 shapes)
+    case " $probes " in *" compiled_graphs "*) timeout 240 python3 -m fastcoder_bench.probes.compiled_graphs --model "$name" --buckets 1,16 \
+      >> "$OUT/probes.log" 2>&1;; esac
     [ -f "$OUT/probes.log" ] && grep -v Warn "$OUT/probes.log" | tail -12
     mv "$OUT/suite.log" "$suite/" && tar -C "$suite" -czf "$OUT/suite.tgz" report.json report.md run.json tasks.jsonl suite.log
   fi
