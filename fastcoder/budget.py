@@ -48,16 +48,25 @@ from pathlib import Path
 import torch
 
 from fastcoder.trie import DraftTree
-from fastcoder.verifier import KVState, Verifier
+from fastcoder.verifier import PREFILL_CHUNKS_CPU, KVState, Verifier
 
 log = logging.getLogger(__name__)
 
-CURVE_VERSION = 10  # bump when the measurement changes, so old curves are re-measured (8: AR steps run 1 row; 9: q/k/v and gate/up fused; 10: each timed step after one of its size)
+CURVE_VERSION = 11  # bump when the measurement changes, so old curves are re-measured (8: AR steps run 1 row; 9: q/k/v and gate/up fused; 10: each timed step after one of its size; 11: prefill chunks timed)
 LENGTHS = (512, 2048)
 """Attended lengths (cached rows) the curve is measured at."""
 CONTENDED = 0.7
 """A measurement counts as taken under load when the process got less than this share of
 its threads' wall time on the CPU (other processes took the rest)."""
+PREFILL_CHUNK_MAX_S = 0.35
+"""The longest a prefill chunk's forward may take (on average over the measurement's
+contexts) for :meth:`CostCurve.prefill_chunk` to choose it: what a superseded request's
+prefill can keep the model thread. The 128-row chunk takes up to ~0.3 s on a 2-vCPU AMD
+EPYC with AVX512-BF16 (271 ms at 1,500 cached rows), where a 256-row one would take ~0.4;
+a 256-row one ~0.27 s on a 2-vCPU Intel Xeon with AMX."""
+PREFILL_GAIN = 0.9
+"""A larger prefill chunk is chosen only where it costs at most this fraction of the
+smallest chunk's time per token."""
 
 
 @dataclass
@@ -76,6 +85,9 @@ class CostCurve:
     padded: bool = True
     """Steps run a whole bucket of rows (graphs, compiled steps); False: they run the rows
     they have (eager), so a size between two measured ones costs in between."""
+    prefill: dict[int, float] = field(default_factory=dict)
+    """Prefill seconds per token by chunk rows (CPU: :data:`~fastcoder.verifier.PREFILL_CHUNKS_CPU`,
+    timed on alternate pieces of the measurement's contexts); empty: not measured."""
 
     def at(self, length: int) -> "CostCurve":
         """The curve for a step attending ``length`` cached rows: per bucket, linear in
@@ -98,14 +110,28 @@ class CostCurve:
     def to_json(self) -> dict:
         return {"ks": list(self.ks), "seconds": [float(x) for x in self.seconds], "context_len": self.context_len,
                 "by_length": {str(n): [float(x) for x in v] for n, v in sorted(self.by_length.items())},
-                "padded": self.padded}  # fmt: skip
+                "padded": self.padded, "prefill": {str(n): float(x) for n, x in sorted(self.prefill.items())}}  # fmt: skip
 
     @classmethod
     def from_json(cls, data: dict) -> "CostCurve":
         """From :meth:`to_json` (or an older report's ``{"ks", "seconds"}``: padded)."""
         return cls(list(data["ks"]), [float(x) for x in data["seconds"]], int(data.get("context_len", 512)),
                    {int(n): [float(x) for x in v] for n, v in (data.get("by_length") or {}).items()},
-                   bool(data.get("padded", True)))  # fmt: skip
+                   bool(data.get("padded", True)), {int(n): float(x) for n, x in (data.get("prefill") or {}).items()})  # fmt: skip
+
+    def prefill_chunk(self, default: int) -> int:
+        """The prefill chunk this machine should run: the largest timed one whose forward
+        takes at most :data:`PREFILL_CHUNK_MAX_S` (a superseded request's prefill keeps the
+        model thread until its chunk ends) and costs at most :data:`PREFILL_GAIN` of the
+        smallest timed chunk's time per token; ``default`` when none was timed."""
+        if len(self.prefill) < 2:
+            return default
+        smallest = min(self.prefill)
+        best = smallest
+        for rows, per_token in sorted(self.prefill.items()):
+            if rows * per_token <= PREFILL_CHUNK_MAX_S and per_token <= PREFILL_GAIN * self.prefill[smallest]:
+                best = rows
+        return best
 
     def cost(self, k: int) -> float:
         for j, (kk, s) in enumerate(zip(self.ks, self.seconds)):
@@ -587,6 +613,10 @@ class CurveMeasurement:
         self._base = 0
         self._round = self._j = 0
         self._wall = self._cpu = 0.0
+        # CPU: the prefill chunks timed (seconds, tokens per chunk size); CUDA keeps its one
+        on_cpu = getattr(getattr(verifier, "device", None), "type", "cpu") == "cpu"
+        self._chunks = PREFILL_CHUNKS_CPU if on_cpu else ()
+        self._prefill: dict[int, list] = {}
 
     @property
     def done(self) -> bool:
@@ -601,8 +631,17 @@ class CurveMeasurement:
             self._kv = KVState()
         kv, ids, room = self._kv, self._ids, max(self.ks) + 1
         if len(kv.ids) < n:  # the context, a piece at a time (the cache sized once for all of it)
-            upto = min(n, len(kv.ids) + PREFILL_PIECE)
-            self.verifier.prefill(kv, ids[:upto], reserve=n - upto + room)
+            done = len(kv.ids)
+            upto = min(n, done + PREFILL_PIECE)
+            # CPU: each piece in one of the prefill chunks, alternating (each length starts
+            # with another, so neither always attends the longer context): what they cost a token
+            chunk = self._chunks[(done // PREFILL_PIECE + self._phase) % len(self._chunks)] if self._chunks else None
+            t0 = time.perf_counter()
+            self.verifier.prefill(kv, ids[:upto], reserve=n - upto + room, chunk=chunk)
+            if chunk is not None:
+                spent = self._prefill.setdefault(chunk, [0.0, 0])
+                spent[0] += time.perf_counter() - t0
+                spent[1] += upto - done
             self._base = len(kv.ids)
             return
         k = self.ks[self._j]
@@ -647,7 +686,9 @@ class CurveMeasurement:
                 best[j] = max(best[j], best[j - 1])
             per[n] = best
         first = self.lengths[0]
-        return CostCurve(self.ks, per[first], first, by_length={n: per[n] for n in self.lengths[1:]}, padded=self.padded)
+        prefill = {c: secs / tokens for c, (secs, tokens) in self._prefill.items() if tokens}
+        return CostCurve(self.ks, per[first], first, by_length={n: per[n] for n in self.lengths[1:]}, padded=self.padded,
+                         prefill=prefill)  # fmt: skip
 
     def conditions(self) -> dict:
         """How contended the CPU was over the units (what the cache records with the curve)."""

@@ -22,7 +22,7 @@ from fastcoder.matmul import is_packed
 from fastcoder.session import Session
 from fastcoder.tokens import encode
 from fastcoder.stops import StopLike
-from fastcoder.verifier import Verifier
+from fastcoder.verifier import PREFILL_CHUNK_CPU, PREFILL_CHUNKS_CPU, Verifier
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,7 @@ class Engine:
                 self._measuring.run()
                 self._curve, self._measuring = save_measured(self._curve_key(), self._measuring), None
                 self._curve_source = "measured"
+                self._curve_chosen()
             return self._curve
 
     def _read_cached(self) -> CostCurve | None:
@@ -101,7 +102,18 @@ class Engine:
         if self._curve is None and self._measuring is None:
             self._curve = load_cached(self._curve_key())
             self._curve_source = "cache" if self._curve is not None else ""
+            if self._curve is not None:
+                self._curve_chosen()
         return self._curve
+
+    def _curve_chosen(self) -> None:
+        """(Under ``_curve_lock``.) What else the machine's curve decides: the CPU's prefill
+        chunk (:meth:`CostCurve.prefill_chunk`, :meth:`Verifier.set_prefill_chunk`), among
+        the chunks the measurement times; a chunk set otherwise (a caller's own) stays."""
+        if self.device.type == "cpu" and self._curve.prefill and self.verifier.prefill_chunk in PREFILL_CHUNKS_CPU:
+            chunk = self.verifier.set_prefill_chunk(self._curve.prefill_chunk(PREFILL_CHUNK_CPU))
+            log.info("prefill in %d-row chunks (%s ms a token by chunk rows)", chunk,
+                     {n: round(1e3 * x, 2) for n, x in sorted(self._curve.prefill.items())})  # fmt: skip
 
     def cached_cost_curve(self) -> CostCurve | None:
         """The curve if it is loaded or cached on disk (never measures it)."""
@@ -131,6 +143,7 @@ class Engine:
                 return False
             self._curve, self._measuring = save_measured(self._curve_key(), m), None
             self._curve_source = "measured"
+            self._curve_chosen()
             return True
 
     def curve_state(self) -> dict:
@@ -150,6 +163,7 @@ class Engine:
         with self._curve_lock:
             self._curve = curve
             self.calibration = StepCalibration()
+            self._curve_chosen()
 
     def measured_curve(self) -> CostCurve | None:
         """The cost curve if it is loaded already (never measures it: that takes a while)."""

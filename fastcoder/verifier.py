@@ -139,7 +139,15 @@ PREFILL_CHUNK_CUDA = 512
 """Prompt tokens per prefill forward. A superseded request's prefill stops at the next
 chunk boundary (on a 2-vCPU AMD EPYC in bf16, 116-130 tokens of Qwen2.5-Coder-0.5B
 took 0.5-0.6 s in the typing replay), and the chunks already done stay in the
-session's cache for the next prompt."""
+session's cache for the next prompt. On the CPU the cost curve's measurement times
+:data:`PREFILL_CHUNKS_CPU` and the engine may raise it (:meth:`Verifier.set_prefill_chunk`,
+:meth:`fastcoder.budget.CostCurve.prefill_chunk`)."""
+PREFILL_CHUNKS_CPU = (PREFILL_CHUNK_CPU, 256)
+"""The CPU prefill chunks the cost curve's measurement times. On a 2-vCPU Intel Xeon with
+AMX (forty-fourth session) 2,048 tokens took 2.3-2.8 s in 128-row chunks and 1.8-2.5 s in
+256-row ones (``docs/bench/probes-s44/prefill_gemm-output.txt``); on a 2-vCPU AMD EPYC with
+AVX512-BF16 3.5 s against 3.2 s in 512-row chunks (thirty-fifth session), where a 256-row
+chunk would keep the model thread ~0.4 s."""
 
 
 def attention_rows(rows: int, groups: int = 1) -> int:
@@ -441,8 +449,12 @@ class Verifier:
             self.uniform_rows = matmul.uniform_rows(model, (*self.buckets[1:], self.prefill_chunk))
             if self.uniform_rows < self.buckets[-1]:
                 self.buckets = tuple(b for b in self.buckets if b <= self.uniform_rows)
-                log.info("batch-invariant steps: linear calls of more than %d rows round otherwise on this CPU; "
-                         "tree steps up to %d rows", self.uniform_rows, self.buckets[-1])  # fmt: skip
+                # only the 1-row bucket left: every drafter runs as AR (say so louder)
+                (log.warning if len(self.buckets) == 1 else log.info)(
+                    "batch-invariant steps: linear calls of more than %d rows round otherwise on this CPU; "
+                    "tree steps up to %d rows%s", self.uniform_rows, self.buckets[-1],
+                    " (no draft can be verified: FastCoder runs as AR; --dtype float32 avoids it)" if len(self.buckets) == 1 else "",
+                )  # fmt: skip
             self.prefill_invariant = self.uniform_rows >= self.prefill_chunk
         # eager steps run the rows they have, graphs and compiled steps a bucket's (fixed
         # shapes); query heads per KV head in the attention kernel's rows (attention_rows)
@@ -596,6 +608,27 @@ class Verifier:
             owner.parked = self.work.buf[:, :, :, :, :n].clone() if n else None
             owner.cache = None
 
+    def set_prefill_chunk(self, rows: int) -> int:
+        """Prefill in chunks of ``rows`` tokens from now on (the CPU's cost curve chose it:
+        :meth:`fastcoder.budget.CostCurve.prefill_chunk`); returns the chunk in force. With
+        batch-invariant steps whose prefill chunks were invariant, a larger chunk is taken
+        only where its linear calls round as the smaller calls do
+        (:func:`~fastcoder.matmul.uniform_rows`): bits before speed. CUDA keeps its own."""
+        rows = int(rows)
+        with self._lock:
+            if self.device.type != "cpu" or rows < 1 or rows == self.prefill_chunk:
+                return self.prefill_chunk
+            if self.invariant and self.prefill_invariant and rows > self.prefill_chunk:
+                uniform = matmul.uniform_rows(self.model, (self.prefill_chunk, rows))
+                if uniform < rows:
+                    log.info("prefill stays in %d-row chunks: %d-row calls round otherwise on this CPU", self.prefill_chunk, rows)
+                    return self.prefill_chunk
+                self.uniform_rows = max(self.uniform_rows or 0, uniform)
+            self.prefill_chunk = rows
+            if self.invariant:
+                self.prefill_invariant = (self.uniform_rows or 0) >= rows
+            return rows
+
     # ---------------------------------------------------------------- graphs
     def graph_widths(self, capacity: int) -> list[int]:
         """Attended widths a graph is captured for: GRAPH_WIDTH doubling, up to and
@@ -681,8 +714,9 @@ class Verifier:
         generated token must start with the text taken back from the prompt).
         ``cancel``: checked between chunks; when set, the chunks done so far stay in
         ``kv`` (a later prompt with the same start reuses them) and the token is None.
-        ``chunk``: at most this many tokens per forward (default ``prefill_chunk``): a
-        background prefill that a request may have to wait for takes smaller bites.
+        ``chunk``: tokens per forward (default ``prefill_chunk``): a background prefill
+        that a request may have to wait for takes smaller bites; the cost curve's
+        measurement times the CPU's :data:`PREFILL_CHUNKS_CPU`.
         Returns (next token, tokens actually prefilled, margin).
         """
         with self._lock, torch.inference_mode():
@@ -708,7 +742,7 @@ class Verifier:
 
     def _prefill(self, kv: KVState, ids: Sequence[int], reserve: int | None, allowed=None, cancel=None, chunk=None):
         ids = [int(t) for t in ids]
-        size = self.prefill_chunk if chunk is None else max(1, min(int(chunk), self.prefill_chunk))
+        size = self.prefill_chunk if chunk is None else max(1, int(chunk))
         n = self._begin(kv, ids, reserve)
         common = len(ids) - n
         cache = kv.cache
@@ -881,13 +915,14 @@ class Verifier:
         linear layers that run a 1-row call as 2 rows (``one_row_as_two``: layer name ->
         how many layers, e.g. ``{"down_proj": 24}``), the most rows a linear call rounds as
         a 2-row call does (``uniform_rows``; tree steps stay within it: ``buckets``) and whether
-        prefill chunks are invariant too (``prefill_invariant``); where the explicit attention was
+        prefill chunks are invariant too (``prefill_invariant``); eager, the prompt tokens per
+        prefill forward (``prefill_chunk``); where the explicit attention was
         probed, the first cache row it runs from (``explicit_attention_from``, None: not
         used) and the probe's figures (``explicit_probe``). Reported by the server's
         ``fastcoder.stats`` and the benchmark reports."""
         if not self.use_graphs:
             status = {"mode": "eager", "captured": [], "failed": {}, "batch_invariant": self.invariant,
-                      "exact_paths": self.exact_paths}
+                      "exact_paths": self.exact_paths, "prefill_chunk": self.prefill_chunk}
             if self.invariant:
                 kinds = Counter(name.rsplit(".", 1)[-1] for name in self.one_row_padded)
                 status.update(min_rows=self.min_rows, one_row_as_two=dict(kinds), uniform_rows=self.uniform_rows,

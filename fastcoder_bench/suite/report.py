@@ -322,6 +322,9 @@ def to_markdown(report: dict[str, Any], plots: Sequence[str] = ()) -> str:
                 f"- verification cost curve c(k) used by the adaptive draft budget, {n} cached rows (ms): "
                 + ", ".join(f"k={k}: {1000 * s:.0f}" for k, s in zip(cc["ks"], seconds))
             )
+        if cc.get("prefill"):  # CPU: the prefill chunks timed with the curve (CostCurve.prefill_chunk chooses)
+            lines.append("- prefill ms per token by chunk rows, timed with the curve: "
+                         + ", ".join(f"{n}: {1000 * s:.2f}" for n, s in sorted(cc["prefill"].items(), key=lambda kv: int(kv[0]))))  # fmt: skip
     if mach.get("steps"):
         st = mach["steps"]
         failed = "; ".join(f"bucket {b}: {e}" for b, e in st.get("failed", {}).items())
@@ -335,8 +338,9 @@ def to_markdown(report: dict[str, Any], plots: Sequence[str] = ()) -> str:
                           f"tree steps up to {(st.get('buckets') or ['?'])[-1]} rows, prefill chunks not invariant")
             inv = (f", batch-invariant (a forward runs at least {least} query row{'s' if least != 1 else ''}; "
                    f"linear layers running a 1-row call as 2 rows: {padded}{capped})")  # fmt: skip
+        chunk = f"; prefill in {st['prefill_chunk']}-row chunks" if st.get("prefill_chunk") else ""
         lines.append(f"- steps ran as {st.get('mode')}" + (f", buckets captured {st.get('captured')}" if st.get("captured") else "") + inv
-                     + (f"; **capture failed** (those buckets ran eagerly): {failed}" if failed else ""))  # fmt: skip
+                     + chunk + (f"; **capture failed** (those buckets ran eagerly): {failed}" if failed else ""))  # fmt: skip
     if mach.get("matmul"):
         mm = mach["matmul"]
         fused = f", q/k/v and gate/up fused into {mm['fused']} layers" if mm.get("fused") else ""
