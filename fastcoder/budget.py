@@ -58,12 +58,15 @@ LENGTHS = (512, 2048)
 CONTENDED = 0.7
 """A measurement counts as taken under load when the process got less than this share of
 its threads' wall time on the CPU (other processes took the rest)."""
-PREFILL_CHUNK_MAX_S = 0.35
+PREFILL_CHUNK_MAX_S = 0.5
 """The longest a prefill chunk's forward may take (on average over the measurement's
 contexts) for :meth:`CostCurve.prefill_chunk` to choose it: what a superseded request's
-prefill can keep the model thread. The 128-row chunk takes up to ~0.3 s on a 2-vCPU AMD
-EPYC with AVX512-BF16 (271 ms at 1,500 cached rows), where a 256-row one would take ~0.4;
-a 256-row one ~0.27 s on a 2-vCPU Intel Xeon with AMX."""
+prefill can keep the model thread (a request for the same document waits for it without
+loss: its prompt starts with what the chunk prefills; one elsewhere loses that time). On a
+2-vCPU Intel Xeon with AMX (forty-fourth session) a 256-row chunk took 0.27 s in a fast
+phase of the machine and 0.42-0.5 s in a slow one (128 rows: 0.16 / 0.25-0.3 s), the
+128-row chunk up to ~0.3 s on a 2-vCPU AMD EPYC with AVX512-BF16 (271 ms at 1,500 cached
+rows)."""
 PREFILL_GAIN = 0.9
 """A larger prefill chunk is chosen only where it costs at most this fraction of the
 smallest chunk's time per token."""

@@ -25,9 +25,10 @@ def _curve(prefill: dict[int, float]) -> CostCurve:
     "prefill, chosen",
     [
         ({128: 1.4e-3, 256: 1.05e-3}, 256),  # AMX-like: 25% cheaper a token, a 0.27 s chunk
-        ({128: 1.7e-3, 256: 1.6e-3}, 128),  # EPYC-like: 6% cheaper, a 0.41 s chunk
+        ({128: 1.87e-3, 256: 1.65e-3}, 256),  # AMX in a slow phase: 12% cheaper, a 0.42 s chunk
+        ({128: 1.7e-3, 256: 1.6e-3}, 128),  # EPYC-like: 6% cheaper a token
         ({128: 1.0e-3, 256: 0.95e-3}, 128),  # quick, but not cheaper enough a token
-        ({128: 3.0e-3, 256: 1.5e-3}, 128),  # cheaper by half, but a 0.38 s chunk: too long a hold
+        ({128: 4.0e-3, 256: 2.0e-3}, 128),  # cheaper by half, but a 0.51 s chunk: too long a hold
         ({128: 2.0e-3}, 128),  # one chunk timed: nothing to choose
         ({}, 128),  # an older curve: nothing timed
     ],
