@@ -28,6 +28,8 @@
 #   PROBES=host_overhead REPLAY_MIN_S=230 ... run 560 8   (351 s: setup 66, test 15, default suite, probe, default replay)
 #   TESTS_S=0 PROBES= REPLAY_MIN_S=0 SUITE_OUT=/tmp/suitehf SUITE_ARGS='--limit 20 --methods ar,fastcoder,hf-ar,hf-static,hf-pld
 #   --cost-curve measure' REPLAY_ARGS='--files 4 --max-keys 150 --methods ar,fastcoder' ... run 375   (335 s, both done)
+# Next time (forty-fourth session, no GPU lent): add compiled_graphs to PROBES in the first run call (the
+#   forward, 4.4 of the H200's 6.1 ms step, as an inductor-compiled graph: fastcoder_bench/probes/compiled_graphs.py).
 # On an H100 (2026-11-27): setup 79 s; the suite with hf-ar,hf-static,hf-pld too needed more than
 # 207 s (11 of 20 tasks; resume it with the same command); a 4-file replay (2 methods) 204 s. The
 # replay's default runs each method with the source gate on and off (`nogate`; before 2026-11-27: arFallback on and off, `nofallback`): 2 files x 4 runs.
