@@ -57,8 +57,8 @@ from typing import Any
 from fastcoder_bench.lsp_client import StdioClient, server_command
 from fastcoder_bench.output import recording
 from fastcoder_bench.replay import (
-    Key, Task, _names, _tasks, add_typing_args, check_typing_args, curve_measuring, keystrokes, load_average, run_key,
-    run_order, server_options, task_workspace, utf16_pos,
+    Key, Task, _names, _tasks, add_typing_args, check_typing_args, curve_measuring, first_line_right, keystrokes, load_average,
+    run_key, run_order, server_options, task_workspace, utf16_pos,
 )  # fmt: skip
 
 CLIENT_DEBOUNCE_S = 0.050  # VS Code's InlineCompletionsModel: debounce min = max = 50 ms
@@ -252,6 +252,8 @@ def summarize(runs: list[dict[str, Any]], pause_s: float) -> dict[str, Any]:
         "pauses": felt(pauses), "pauses_model": felt(model),
         "keys_shown_share": (sum(s["latency"] is not None for s in seen) / len(seen)) if seen else None,
         "pause_match_share": (sum(s["expected"].startswith(s["text"]) for s in end_texts) / len(end_texts)) if end_texts else None,
+        # the whole suggestion is stricter on a longer one (a block ready sooner): its first line too
+        "pause_first_line_share": (sum(first_line_right(s["text"], s["expected"]) for s in end_texts) / len(end_texts)) if end_texts else None,
         "requests": len(reqs), "cancelled": sum(q["error"] == REQUEST_CANCELLED for q in reqs),
         "model_runs": sum(delta(r, "total", "generations") for r in runs),
         "background_runs": sum(delta(r, "prefetch", "generations") for r in runs),
@@ -289,7 +291,7 @@ def table(summaries: dict[str, dict[str, Any]], pause_ms: float) -> str:
 
     head = (f"| method | felt latency at pauses ≥ {pause_ms:.0f} ms: p50 / p95 ms (shown) "
             "| same, the model had to run: p50 / p95 / slowest shown ms "
-            "| keys with a suggestion before the next | pause suggestion = typed next | requests (cancelled) "
+            "| keys with a suggestion before the next | pause suggestion = typed next (whole / 1st line) | requests (cancelled) "
             "| model runs (background) | waited for the model thread, ms per run "
             "| tokens prefilled: model runs / idle window | model busy per typed s |")  # fmt: skip
     lines = [head, "|" + "---|" * 10]
@@ -298,7 +300,8 @@ def table(summaries: dict[str, dict[str, Any]], pause_ms: float) -> str:
         lines.append(
             f"| {k} | {f(p['p50_ms'])} / {f(p['p95_ms'])} ({f(p['shown_share'], True)} of {p['n']}) "
             f"| {f(m['p50_ms'])} / {f(m['p95_ms'])} / {f(m.get('max_shown_ms'))} ({f(m['shown_share'], True)} of {m['n']}) "
-            f"| {f(s['keys_shown_share'], True)} | {f(s['pause_match_share'], True)} | {s['requests']} ({s['cancelled']}) "
+            f"| {f(s['keys_shown_share'], True)} | {f(s['pause_match_share'], True)} / {f(s.get('pause_first_line_share'), True)} "
+            f"| {s['requests']} ({s['cancelled']}) "
             f"| {s['model_runs']:.0f} ({s['background_runs']:.0f}) | {f(s.get('queue_ms_per_run'))} "
             f"| {s.get('prefill_tokens', 0):.0f} / {s.get('window_prefill_tokens', 0):.0f} | {s['busy_per_typed_s']:.2f} |"
         )

@@ -509,11 +509,17 @@ class Sample:
     @property
     def first_line(self) -> bool:
         """The suggestion's first non-blank line is right (the rest may not be)."""
-        got, exp = self.text.split("\n"), self.expected.split("\n")
-        i = next((j for j, ln in enumerate(got) if ln.strip()), None)
-        if i is None or i >= len(exp) or any(exp[j].strip() for j in range(i)):
-            return False
-        return exp[i].startswith(got[i])
+        return first_line_right(self.text, self.expected)
+
+
+def first_line_right(text: str, expected: str) -> bool:
+    """``text``'s first non-blank line is what ``expected`` (what was typed next) has there
+    (the lines after it may differ)."""
+    got, exp = text.split("\n"), expected.split("\n")
+    i = next((j for j, ln in enumerate(got) if ln.strip()), None)
+    if i is None or i >= len(exp) or any(exp[j].strip() for j in range(i)):
+        return False
+    return exp[i].startswith(got[i])
 
 
 def pct(values: list[float], q: float) -> float | None:

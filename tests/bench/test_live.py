@@ -99,4 +99,16 @@ def test_summary_counts_a_pause_without_a_suggestion_as_never():
     assert s["requests"] == 2 and s["cancelled"] == 1  # the first request (key -1) apart
     assert s["model_runs"] == 4 and s["background_runs"] == 2 and abs(s["busy_per_typed_s"] - 0.4) < 1e-9
     md = table({"fastcoder": s}, 500)
-    assert "| fastcoder |" in md and "none" in md and "(50% of 4)" in md
+    assert "| fastcoder |" in md and "none" in md and "(50% of 4)" in md and "| 50% / 50% |" in md
+
+
+def test_a_block_whose_first_line_is_right_counts_for_the_first_line_only():
+    """At a pause a longer suggestion (a block ready sooner) is less often right as a whole:
+    the summary gives the first line's share beside the whole's."""
+    seen = [
+        {"gap": 1.0, "latency": 0.1, "carried": False, "text": "x = 1\nreturn x", "expected": "x = 1\nreturn y\n"},
+        {"gap": 1.0, "latency": 0.1, "carried": False, "text": "x = 1", "expected": "x = 1\n"},
+        {"gap": 1.0, "latency": 0.1, "carried": False, "text": "\n    y = 2", "expected": "\n    y = 3\n"},
+    ]
+    s = summarize([_run(seen)], pause_s=0.5)
+    assert abs(s["pause_match_share"] - 1 / 3) < 1e-9 and abs(s["pause_first_line_share"] - 2 / 3) < 1e-9
