@@ -1442,6 +1442,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="the editor opens each file with the cursor at its top for SECONDS (real time), then jumps "
                          "to the function: the first request is then one after a jump inside an open document (default 0: "
                          "opened at the function)")  # fmt: skip
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="type every file this many times, each round's method order one step further along the rotation "
+                         "(2 with two methods: AR, FastCoder, FastCoder, AR on each file), pooled: a machine whose speed "
+                         "drifts between servers biases no method (default 1)")
     ap.add_argument("--json", type=Path, help="also write the summaries and every sample here")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every request")
     args = ap.parse_args(argv)
@@ -1492,11 +1496,15 @@ def _run(args: argparse.Namespace, rec: Any = None) -> dict:
     print(f"load average before: {load_average()}")
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
     per_file: list[dict[str, list[Sample]]] = []
-    for i, task in enumerate(tasks):
+    rounds = max(1, int(getattr(args, "rounds", 1) or 1))
+    # --rounds: every file again, each round's order one step further along the rotation
+    # (two methods, two rounds: AR, FastCoder, FastCoder, AR on each file), pooled
+    typed = [(r, i, task) for r in range(rounds) for i, task in enumerate(tasks)]
+    for n_done, (r, i, task) in enumerate(typed):
         print(f"typing {task.name or task.function}: {len(task.body)} characters, {task.body.count(chr(10))} lines; "
-              f"also open: {', '.join(p.name for p in task.others) or '-'}")
+              f"also open: {', '.join(p.name for p in task.others) or '-'}" + (f" (round {r + 1} of {rounds})" if rounds > 1 else ""))
         by_key: dict[str, list[Sample]] = {}
-        for method, layout in run_order(methods, layouts, i):
+        for method, layout in run_order(methods, layouts, i + r):
             key = run_key(method, layout, layouts)
             run_args = argparse.Namespace(**{**vars(args), "method": method, "layout": layout})
             with tempfile.TemporaryDirectory(prefix="fastcoder-bench-") as tmp:
@@ -1515,7 +1523,7 @@ def _run(args: argparse.Namespace, rec: Any = None) -> dict:
                   + f"; load {load_average()}")  # fmt: skip
             if args.json:  # what is finished survives an interrupted run
                 partial = {m: [[asdict(x) for x in r["samples"]] + [{"stats": r["stats"]}] for r in rs] for m, rs in runs.items()}
-                args.json.write_text(json.dumps({"partial": True, "files": [t.name for t in tasks[: i + 1]],
+                args.json.write_text(json.dumps({"partial": True, "files": [t.name for _, _, t in typed[: n_done + 1]],
                                                  "samples": partial}, default=str))
         per_file.append({k: by_key[k] for k in keys})
     summaries = {k: summarize(runs[k]) for k in keys}
@@ -1532,7 +1540,7 @@ def _run(args: argparse.Namespace, rec: Any = None) -> dict:
     if rec is not None:
         rec.markdown = table + ("\n\n" + "\n".join(f"- {ln}" for ln in layout_lines) if layout_lines else "")
     results = {
-        "files": [t.name or str(t.path) for t in tasks],
+        "files": [t.name or str(t.path) for _, _, t in typed],  # (each file once per round)
         "layouts": {"names": layouts, "first": layouts[0], "compare": layout_cmp},
         "methods": summaries,
         "identical": same,

@@ -463,3 +463,31 @@ def test_layout_names_become_server_options():
     assert layout_options("window1024+early150") == {"maxPromptTokens": 1024, "earlyAnswerMs": 150}
     assert layout_options("debounce0") == {"debounceMs": 0} and layout_options("debounce120") == {"debounceMs": 120}
     assert layout_options("model=qwen2.5-coder-1.5b+early0") == {"model": "qwen2.5-coder-1.5b", "earlyAnswerMs": 0}
+
+
+def test_rounds_type_every_file_again_with_the_method_order_reversed(monkeypatch, capsys):
+    """``--rounds 2``: each file typed twice, AR and FastCoder swapping places in the second
+    round (AR, FastCoder, FastCoder, AR on a file), every run pooled and paired per file."""
+    import argparse
+
+    import fastcoder_bench.replay as replay_mod
+
+    tasks = [replay_mod.Task(path=Path(f"f{i}.py"), function="f", before="", body="x", after="") for i in range(2)]
+    for i, t in enumerate(tasks):
+        t.name = f"f{i}"
+    monkeypatch.setattr(replay_mod, "_tasks", lambda args: tasks)
+    order = []
+
+    async def fake_replay(args, task, workspace):
+        order.append((task.name, args.method))
+        return run([2.0, 0.4 if args.method == "ar" else 0.3], ["a", "b"])
+
+    monkeypatch.setattr(replay_mod, "replay", fake_replay)
+    monkeypatch.setattr(replay_mod, "task_workspace", lambda task, ws: None)
+    args = argparse.Namespace(methods="ar,fastcoder", layouts="default", rounds=2, accept=False, json=None)
+    results = replay_mod._run(args)
+    assert order == [("f0", "ar"), ("f0", "fastcoder"), ("f1", "fastcoder"), ("f1", "ar"),
+                     ("f0", "fastcoder"), ("f0", "ar"), ("f1", "ar"), ("f1", "fastcoder")]  # fmt: skip
+    assert results["files"] == ["f0", "f1", "f0", "f1"]
+    assert all(len(v) == 4 for v in results["samples"].values())
+    assert results["paired_vs_ar"]["fastcoder"]["n"] == 4  # each round's later request, paired per file
