@@ -36,19 +36,23 @@ from fastcoder_bench.probes.timing import interleaved_ms
 
 
 class CompiledGraphVerifier(Verifier):
-    """:class:`Verifier` whose CUDA graphs capture the compiled forward (probe only)."""
+    """:class:`Verifier` whose CUDA graphs capture the compiled forward (probe only);
+    ``mode``: ``torch.compile``'s (None: its default)."""
 
-    mode: str | None = None
+    def __init__(self, model: torch.nn.Module, *, mode: str | None = None, **kw) -> None:
+        self.mode = mode  # (before the base class captures its graphs)
+        self._compiled_fn = None
+        self.shape_s: dict[tuple[int, int], float] = {}
+        super().__init__(model, **kw)
 
     def _capture(self, cache, b, w, pool) -> None:
-        if getattr(self, "_compiled_fn", None) is None:
+        if self._compiled_fn is None:
             # one static shape per (bucket, width): raise dynamo's recompile limit past them
             cfg = torch._dynamo.config
             for name in ("recompile_limit", "cache_size_limit"):
                 if hasattr(cfg, name):
                     setattr(cfg, name, max(getattr(cfg, name), 256))
             self._compiled_fn = torch.compile(Verifier._forward, dynamic=False, mode=self.mode)
-            self.shape_s = {}
         t0 = time.perf_counter()
         self._forward = lambda *a, **k: self._compiled_fn(self, *a, **k)  # what _capture runs
         try:
@@ -86,8 +90,8 @@ def main() -> None:
     print(f"eager graphs: {time.perf_counter() - t0:.1f} s, {eager.graph_status()}", flush=True)
     t0 = time.perf_counter()
     if cuda:
-        CompiledGraphVerifier.mode = None if args.mode == "default" else args.mode
-        comp = CompiledGraphVerifier(model, buckets=buckets, graph_capacity=args.capacity)
+        comp = CompiledGraphVerifier(model, mode=None if args.mode == "default" else args.mode, buckets=buckets,
+                                     graph_capacity=args.capacity)  # fmt: skip
         per = ", ".join(f"{b}@{w} {s:.1f} s" for (b, w), s in sorted(comp.shape_s.items()))
         print(f"compiled graphs: {time.perf_counter() - t0:.1f} s ({per}); {comp.graph_status()}", flush=True)
     else:
