@@ -58,15 +58,16 @@ LENGTHS = (512, 2048)
 CONTENDED = 0.7
 """A measurement counts as taken under load when the process got less than this share of
 its threads' wall time on the CPU (other processes took the rest)."""
-PREFILL_CHUNK_MAX_S = 0.5
-"""The longest a prefill chunk's forward may take (on average over the measurement's
-contexts) for :meth:`CostCurve.prefill_chunk` to choose it: what a superseded request's
-prefill can keep the model thread (a request for the same document waits for it without
-loss: its prompt starts with what the chunk prefills; one elsewhere loses that time). On a
-2-vCPU Intel Xeon with AMX (forty-fourth session) a 256-row chunk took 0.27 s in a fast
-phase of the machine and 0.42-0.5 s in a slow one (128 rows: 0.16 / 0.25-0.3 s), the
-128-row chunk up to ~0.3 s on a 2-vCPU AMD EPYC with AVX512-BF16 (271 ms at 1,500 cached
-rows)."""
+PREFILL_HOLD_STEPS = 8
+"""The longest a prefill chunk's forward may take for :meth:`CostCurve.prefill_chunk` to
+choose it, in 1-row steps at the curve's longest measured context: what a superseded
+request's prefill can keep the model thread (a request for the same document loses nothing
+by it: its prompt starts with what the chunk prefills; one elsewhere waits), counted in the
+machine's own step so that a fast or slow phase of a shared machine moves both alike. A
+2-vCPU AMD EPYC with AVX512-BF16: the default 128-row chunk ~7.5 steps (0.22 s / 29 ms), a
+256-row one ~14; a 2-vCPU Intel Xeon with AMX (forty-fourth session): a 256-row chunk 3.6-4.8
+steps, in a fast phase (0.42 s / 102-118 ms) and a slow one (0.57 s / 118 ms) alike, where
+an absolute bound of 0.5 s first chose 256 and then, in the slow phase, 128."""
 PREFILL_GAIN = 0.9
 """A larger prefill chunk is chosen only where it costs at most this fraction of the
 smallest chunk's time per token."""
@@ -124,15 +125,17 @@ class CostCurve:
 
     def prefill_chunk(self, default: int) -> int:
         """The prefill chunk this machine should run: the largest timed one whose forward
-        takes at most :data:`PREFILL_CHUNK_MAX_S` (a superseded request's prefill keeps the
-        model thread until its chunk ends) and costs at most :data:`PREFILL_GAIN` of the
-        smallest timed chunk's time per token; ``default`` when none was timed."""
+        takes at most :data:`PREFILL_HOLD_STEPS` 1-row steps at the longest measured context
+        (a superseded request's prefill keeps the model thread until its chunk ends) and
+        costs at most :data:`PREFILL_GAIN` of the smallest timed chunk's time per token;
+        ``default`` when none was timed."""
         if len(self.prefill) < 2:
             return default
+        step = max([self.seconds[0]] + [v[0] for v in self.by_length.values()])  # c(0) at the longest context
         smallest = min(self.prefill)
         best = smallest
         for rows, per_token in sorted(self.prefill.items()):
-            if rows * per_token <= PREFILL_CHUNK_MAX_S and per_token <= PREFILL_GAIN * self.prefill[smallest]:
+            if rows * per_token <= PREFILL_HOLD_STEPS * step and per_token <= PREFILL_GAIN * self.prefill[smallest]:
                 best = rows
         return best
 

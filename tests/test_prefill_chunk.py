@@ -17,25 +17,26 @@ from fastcoder.engine import Engine
 from fastcoder.verifier import PREFILL_CHUNK_CPU, PREFILL_CHUNKS_CPU, KVState, Verifier
 
 
-def _curve(prefill: dict[int, float]) -> CostCurve:
-    return CostCurve([0, 3], [0.1, 0.11], prefill=prefill)
+def _curve(prefill: dict[int, float], step: float = 0.1) -> CostCurve:
+    """A curve whose 1-row step costs ``step`` seconds at its longest context."""
+    return CostCurve([0, 3], [step * 0.9, step], 512, by_length={2048: [step, step * 1.1]}, prefill=prefill)
 
 
 @pytest.mark.parametrize(
-    "prefill, chosen",
+    "prefill, step, chosen",
     [
-        ({128: 1.4e-3, 256: 1.05e-3}, 256),  # AMX-like: 25% cheaper a token, a 0.27 s chunk
-        ({128: 1.87e-3, 256: 1.65e-3}, 256),  # AMX in a slow phase: 12% cheaper, a 0.42 s chunk
-        ({128: 1.7e-3, 256: 1.6e-3}, 128),  # EPYC-like: 6% cheaper a token
-        ({128: 1.0e-3, 256: 0.95e-3}, 128),  # quick, but not cheaper enough a token
-        ({128: 4.0e-3, 256: 2.0e-3}, 128),  # cheaper by half, but a 0.51 s chunk: too long a hold
-        ({128: 2.0e-3}, 128),  # one chunk timed: nothing to choose
-        ({}, 128),  # an older curve: nothing timed
+        ({128: 1.4e-3, 256: 1.05e-3}, 0.11, 256),  # AMX, fast phase: 25% cheaper a token, a chunk of 2.4 steps
+        ({128: 2.71e-3, 256: 2.23e-3}, 0.118, 256),  # AMX, slow phase: 18% cheaper, 4.8 steps
+        ({128: 1.7e-3, 256: 1.6e-3}, 0.029, 128),  # EPYC-like: 6% cheaper a token (and 14 steps)
+        ({128: 2.0e-3, 256: 1.5e-3}, 0.029, 128),  # cheaper by a quarter, but a chunk of 13 steps: too long a hold
+        ({128: 1.0e-3, 256: 0.95e-3}, 0.1, 128),  # quick, but not cheaper enough a token
+        ({128: 2.0e-3}, 0.1, 128),  # one chunk timed: nothing to choose
+        ({}, 0.1, 128),  # an older curve: nothing timed
     ],
 )
-def test_the_curve_chooses_the_larger_chunk_only_where_it_pays_and_holds_the_thread_briefly(prefill, chosen):
-    assert _curve(prefill).prefill_chunk(PREFILL_CHUNK_CPU) == chosen
-    assert CostCurve.from_json(_curve(prefill).to_json()).prefill == prefill  # cached with the curve
+def test_the_curve_chooses_the_larger_chunk_only_where_it_pays_and_holds_the_thread_briefly(prefill, step, chosen):
+    assert _curve(prefill, step).prefill_chunk(PREFILL_CHUNK_CPU) == chosen
+    assert CostCurve.from_json(_curve(prefill, step).to_json()).prefill == prefill  # cached with the curve
 
 
 def test_an_older_cached_curve_has_no_prefill_timing():
@@ -66,7 +67,7 @@ def test_the_engine_prefills_in_the_chunk_its_curve_chose(tiny_model, tiny_token
     engine.verifier._prefill_chunk = lambda cache, ids, start, end: calls.append(end - start) or forward(cache, ids, start, end)
     assert engine.verifier.prefill(KVState(), prompt)[0] == before
     assert calls == [256, 256, 188]
-    engine.use_cost_curve(_curve({128: 1.7e-3, 256: 1.6e-3}))
+    engine.use_cost_curve(_curve({128: 1.7e-3, 256: 1.6e-3}, 0.029))
     assert engine.verifier.prefill_chunk == 128
     engine.verifier.prefill_chunk = 16  # a caller's own chunk (not one the curve times) stays
     engine.use_cost_curve(_curve({128: 1.4e-3, 256: 1.05e-3}))
@@ -83,11 +84,11 @@ def test_a_cached_curve_sets_the_chunk_when_the_engine_reads_it(tiny_model, tiny
     cached = budget.load_cached(key)
     assert cached is not None and set(cached.prefill) == set(PREFILL_CHUNKS_CPU)
     assert first.verifier.prefill_chunk == cached.prefill_chunk(PREFILL_CHUNK_CPU)  # applied once measured
-    # a later process reads it (timings as on the AMX Xeon put in): its verifier prefills
+    # a later process reads it (the AMX Xeon's timings put in): its verifier prefills
     # in the chunk they choose
     path = budget._cache_file(key)
     data = json.loads(path.read_text())
-    data["prefill"] = {"128": 1.4e-3, "256": 1.05e-3}
+    data["prefill"], data["seconds"] = {"128": 1.4e-3, "256": 1.05e-3}, [0.11, 0.12]  # (a 1-row step of 110 ms)
     path.write_text(json.dumps(data))
     second = Engine(tiny_model, tiny_tokenizer)
     assert second.verifier.prefill_chunk == PREFILL_CHUNK_CPU
