@@ -58,7 +58,7 @@ from fastcoder_bench.lsp_client import StdioClient, server_command
 from fastcoder_bench.output import recording
 from fastcoder_bench.replay import (
     Key, Task, _names, _tasks, add_typing_args, check_typing_args, curve_measuring, first_line_right, keystrokes, load_average,
-    run_key, run_order, server_options, task_workspace, utf16_pos,
+    run_key, run_order, server_options, task_workspace, typing_rounds, utf16_pos,
 )  # fmt: skip
 
 CLIENT_DEBOUNCE_S = 0.050  # VS Code's InlineCompletionsModel: debounce min = max = 50 ms
@@ -328,10 +328,11 @@ def _run(args: argparse.Namespace, rec: Any = None) -> dict[str, Any]:
     tasks = _tasks(args)
     print(f"load average before: {load_average()}")
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
-    for i, task in enumerate(tasks):
+    typed = typing_rounds(tasks, args)  # --rounds: every file again, pooled
+    for r, rotation, task in typed:
         print(f"typing {task.name or task.function}: {len(task.body)} characters; also open: "
-              f"{', '.join(p.name for p in task.others) or '-'}")  # fmt: skip
-        for method, layout in run_order(methods, layouts, i):
+              f"{', '.join(p.name for p in task.others) or '-'}" + (f" (round {r + 1})" if typed[-1][0] else ""))  # fmt: skip
+        for method, layout in run_order(methods, layouts, rotation):
             key = run_key(method, layout, layouts)
             run_args = argparse.Namespace(**{**vars(args), "method": method, "layout": layout})
             with tempfile.TemporaryDirectory(prefix="fastcoder-live-") as tmp:
@@ -351,7 +352,7 @@ def _run(args: argparse.Namespace, rec: Any = None) -> dict[str, Any]:
     print(f"load average after: {load_average()}")
     if rec is not None:
         rec.markdown = md
-    return {"files": [t.name or str(t.path) for t in tasks], "methods": summaries, "runs": runs}
+    return {"files": [t.name or str(t.path) for _, _, t in typed], "methods": summaries, "runs": runs}
 
 
 if __name__ == "__main__":

@@ -1406,7 +1406,20 @@ def add_typing_args(ap: argparse.ArgumentParser) -> None:
                     help="type as soon as the server says ready, as on a first start: where no cost curve is cached "
                          "for this model and machine, the server measures one in idle time and generations that would "
                          "draft run as plain AR until then (default: wait for the curve, the servers' steady state)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="type every file this many times, each round's method order one step further along the rotation "
+                         "(2 with two methods: AR, FastCoder, FastCoder, AR on each file), pooled: a machine whose speed "
+                         "drifts between servers biases no method (default 1)")
     ap.add_argument("--out", type=Path, default=None, metavar="DIR", help="write DIR/report.json and DIR/report.md")
+
+
+def typing_rounds(tasks: list[Task], args: argparse.Namespace) -> list[tuple[int, int, Task]]:
+    """``(round, rotation, task)`` in the order the files are typed: every file once per
+    ``--rounds``, the method order of a file one step further along the rotation each
+    round (:func:`run_order` with ``rotation``; two methods, two rounds: AR, FastCoder,
+    FastCoder, AR on each file)."""
+    rounds = max(1, int(getattr(args, "rounds", 1) or 1))
+    return [(r, i + r, task) for r in range(rounds) for i, task in enumerate(tasks)]
 
 
 def check_typing_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -1424,6 +1437,8 @@ def check_typing_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> 
         ap.error("--methods: distinct names without '@'")
     if not layouts or any("@" in x for x in layouts) or len(set(layouts)) != len(layouts):
         ap.error("--layouts: distinct names without '@'")
+    if args.rounds < 1:
+        ap.error("--rounds: at least 1")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1442,10 +1457,6 @@ def main(argv: list[str] | None = None) -> int:
                     help="the editor opens each file with the cursor at its top for SECONDS (real time), then jumps "
                          "to the function: the first request is then one after a jump inside an open document (default 0: "
                          "opened at the function)")  # fmt: skip
-    ap.add_argument("--rounds", type=int, default=1,
-                    help="type every file this many times, each round's method order one step further along the rotation "
-                         "(2 with two methods: AR, FastCoder, FastCoder, AR on each file), pooled: a machine whose speed "
-                         "drifts between servers biases no method (default 1)")
     ap.add_argument("--json", type=Path, help="also write the summaries and every sample here")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every request")
     args = ap.parse_args(argv)
@@ -1496,15 +1507,12 @@ def _run(args: argparse.Namespace, rec: Any = None) -> dict:
     print(f"load average before: {load_average()}")
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
     per_file: list[dict[str, list[Sample]]] = []
-    rounds = max(1, int(getattr(args, "rounds", 1) or 1))
-    # --rounds: every file again, each round's order one step further along the rotation
-    # (two methods, two rounds: AR, FastCoder, FastCoder, AR on each file), pooled
-    typed = [(r, i, task) for r in range(rounds) for i, task in enumerate(tasks)]
-    for n_done, (r, i, task) in enumerate(typed):
+    typed = typing_rounds(tasks, args)  # --rounds: every file again, pooled
+    for n_done, (r, rotation, task) in enumerate(typed):
         print(f"typing {task.name or task.function}: {len(task.body)} characters, {task.body.count(chr(10))} lines; "
-              f"also open: {', '.join(p.name for p in task.others) or '-'}" + (f" (round {r + 1} of {rounds})" if rounds > 1 else ""))
+              f"also open: {', '.join(p.name for p in task.others) or '-'}" + (f" (round {r + 1})" if typed[-1][0] else ""))
         by_key: dict[str, list[Sample]] = {}
-        for method, layout in run_order(methods, layouts, i + r):
+        for method, layout in run_order(methods, layouts, rotation):
             key = run_key(method, layout, layouts)
             run_args = argparse.Namespace(**{**vars(args), "method": method, "layout": layout})
             with tempfile.TemporaryDirectory(prefix="fastcoder-bench-") as tmp:

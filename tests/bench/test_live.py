@@ -112,3 +112,32 @@ def test_a_block_whose_first_line_is_right_counts_for_the_first_line_only():
     ]
     s = summarize([_run(seen)], pause_s=0.5)
     assert abs(s["pause_match_share"] - 1 / 3) < 1e-9 and abs(s["pause_first_line_share"] - 2 / 3) < 1e-9
+
+
+def test_rounds_type_every_file_again_with_the_method_order_reversed(monkeypatch):
+    """``bench live --rounds 2``: as the replay's (the same :func:`typing_rounds`), each file
+    typed twice, AR and FastCoder swapping places in the second round; every run pooled."""
+    import argparse
+    from pathlib import Path
+
+    import fastcoder_bench.live as live_mod
+
+    tasks = [live_mod.Task(path=Path(f"f{i}.py"), function="f", before="", body="x", after="") for i in range(2)]
+    for i, t in enumerate(tasks):
+        t.name = f"f{i}"
+    monkeypatch.setattr(live_mod, "_tasks", lambda args: tasks)
+    order = []
+
+    def fake_type_live(args, task, ws):
+        order.append((task.name, args.method))
+        seen = [{"gap": 1.0, "latency": 0.3 if args.method == "ar" else 0.2, "carried": False, "text": "x", "expected": "x"}]
+        return _run(seen) | {"keys": [], "times": [], "ready_s": 0.0, "curve_s": 0.0}
+
+    monkeypatch.setattr(live_mod, "type_live", fake_type_live)
+    monkeypatch.setattr(live_mod, "task_workspace", lambda task, ws: None)
+    args = argparse.Namespace(methods="ar,fastcoder", layouts="default", rounds=2, pause_ms=500.0)
+    results = live_mod._run(args)
+    assert order == [("f0", "ar"), ("f0", "fastcoder"), ("f1", "fastcoder"), ("f1", "ar"),
+                     ("f0", "fastcoder"), ("f0", "ar"), ("f1", "ar"), ("f1", "fastcoder")]  # fmt: skip
+    assert results["files"] == ["f0", "f1", "f0", "f1"]
+    assert results["methods"]["ar"]["files"] == 4 and results["methods"]["fastcoder"]["pauses"]["p50_ms"] == 200.0
