@@ -139,6 +139,15 @@ class DecodeConfig:
     """The paper's rule: when the CACHE has a draft, D_r / D_c / D_d are not searched.
     False = the CACHE is one more source in the trie next to them."""
 
+    # --- token recycling ---------------------------------------------------------------
+    recycle_k: int = 4
+    """Token recycling (Luo et al., 2024, "Turning Trash into Treasure"): after every step
+    the top ``recycle_k`` next tokens the model gave at each verified row, rejected rows
+    too, are kept per input token in the session (its latest row wins), and the
+    ``recycle`` source drafts from that table (:mod:`fastcoder.sources.recycle`). 0 = off:
+    no top-k is computed. The drafts are the model's own recent predictions after the
+    same token, so they need no match in any text."""
+
     # --- skip tokens and missing table -------------------------------------------------
     use_skip: bool = False
     """Skip tokens (the paper's rule; :meth:`paper`). Off by default: on a CPU a search
@@ -181,6 +190,8 @@ class DecodeConfig:
             raise ValueError("weight_decay must be in [0, 1)")
         if self.max_draft_tokens is not None and self.max_draft_tokens < 0:
             raise ValueError("max_draft_tokens must be >= 0")
+        if isinstance(self.recycle_k, bool) or not isinstance(self.recycle_k, int) or not 0 <= self.recycle_k <= 16:
+            raise ValueError("recycle_k must be an integer in [0, 16]")
         tail = self.merge_prompt_tail
         if isinstance(tail, bool) or not isinstance(tail, int) or not 0 <= tail <= 64:
             raise ValueError("merge_prompt_tail must be an integer in [0, 64]")
@@ -190,13 +201,13 @@ class DecodeConfig:
     @classmethod
     def paper(cls, **changes: Any) -> "DecodeConfig":
         """The FastCoder paper's fixed settings, for a paper-faithful run: D_r + D_c +
-        CACHE only (no live context or editor sources), raw counts with α = β = 1, the
+        CACHE only (no live context, editor sources or token recycling), raw counts with α = β = 1, the
         CACHE searched first once it holds l = 50 sequences and then exclusively, skip
         tokens with p = 0.5, 64 draft tokens, no learned weights."""
         base: dict[str, Any] = dict(
             method="fastcoder", n_max=16, max_draft_tokens=64, source_weights={"D_r": 1.0, "D_c": 1.0}, weighting="count",
             use_context=False, context_recency=1.0, learn_weights=False, cache_min_sequences=50,
-            cache_exclusive=True, cache_output_chunk=20, use_skip=True, skip_probability=0.5,
+            cache_exclusive=True, cache_output_chunk=20, use_skip=True, skip_probability=0.5, recycle_k=0,
         )
         base.update(changes)
         return cls(**base)

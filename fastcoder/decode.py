@@ -205,12 +205,14 @@ def generate(
             stop = None  # may stop the step between layers
             if config.interrupt_steps and cancel is not None:
                 stop = cancel.is_set if preempt is None else (lambda: cancel.is_set() and preempt())
+            topk = {"topk": drafter.topk_rows} if drafter.topk_rows else {}  # rows' top tokens, for the drafter
+            root = st.tokens[-1]  # the input of the tree's root row (with a tail: its last token)
             try:
                 if tail:  # the first step: the prompt's uncached tail, then the draft
-                    step = verifier.step(session.kv, tail[0], tree, forced=forced, allowed=first_allowed, stop=stop)
+                    step = verifier.step(session.kv, tail[0], tree, forced=forced, allowed=first_allowed, stop=stop, **topk)
                     tail = []
                 else:
-                    step = verifier.step(session.kv, st.tokens[-1], tree, stop=stop)
+                    step = verifier.step(session.kv, st.tokens[-1], tree, stop=stop, **topk)
             except Interrupted:  # cancelled mid-forward: nothing of this step is committed
                 cancelled = True
                 stats.stop_reason = "cancelled"
@@ -245,6 +247,7 @@ def generate(
             done = commit(new)
             committed = out[n_before:]
             st.tokens.extend(committed)
+            st.step_topk = list(zip([root] + tree.tokens, step.topk)) if step.topk else None
             drafter.update(st, tree, step.accepted, committed)
             t4 = time.perf_counter()
             stats.accept_s += t4 - t3

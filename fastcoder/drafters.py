@@ -48,6 +48,10 @@ class Drafter:
     """Does it read ``DraftState.token_info`` (line positions for skip tokens)?"""
     drafts_at_zero_budget = False
     """Is :meth:`draft` called even when ``max_draft_tokens`` is 0 (a reference chain)?"""
+    topk_rows = 0
+    """How many top next tokens of every verified row :meth:`update` reads
+    (``DraftState.step_topk``); 0: none, and the verifier computes none. Set by
+    :meth:`start` at the latest."""
 
     def start(self, st: DraftState) -> None:
         pass
@@ -159,6 +163,7 @@ class FastCoderDrafter(Drafter):
         made = [cls.create(setup) for cls in registered()]
         every = [s for s in made if s is not None] + list(self.sources)
         self.active = sorted((s for s in every if weight_of(cfg, s.name) != 0), key=lambda s: s.order)
+        self.topk_rows = cfg.recycle_k if any(s.name == "recycle" for s in self.active) else 0
         for s in self.active:
             s.start(st)
         self._st = st

@@ -53,9 +53,10 @@ class ReplayVerifier:
         return self._at(0), len(prompt_ids), None
 
     def step(self, kv: Any, root: int, tree: DraftTree, *, forced: Sequence[int] = (), allowed: Any = None,
-             stop: Any = None) -> StepResult:
+             stop: Any = None, topk: int = 0) -> StepResult:
         """``forced`` (prompt tokens) and ``allowed`` (token healing) are already in the
-        recorded output's making: the walk follows the recorded tokens from ``pos``."""
+        recorded output's making: the walk follows the recorded tokens from ``pos``. No
+        model, no rows' top tokens (``topk``): token recycling drafts nothing here."""
         children = tree.children()
         first_path = {node: j for j, node in enumerate(tree.depth_first())} if self.exact_paths else {}
         row, p, accepted = 0, self.pos, []

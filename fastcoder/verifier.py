@@ -373,6 +373,9 @@ class StepResult:
     accepted: list[int]  # node indices along the accepted path
     bonus: int  # the model's token after the accepted path
     margins: Margins | list[float] | None = None  # top-2 logit margin per emitted token (when asked)
+    # (step(topk=k)) the top k next tokens at each row, best first: row 0 the tree's root (the
+    # last forced token or the root), row i + 1 node i of the tree as given
+    topk: list[list[int]] | None = None
 
 
 class Verifier:
@@ -948,6 +951,7 @@ class Verifier:
         forced: Sequence[int] = (),
         allowed: Sequence[int] | None = None,
         stop: Callable[[], bool] | None = None,
+        topk: int = 0,
     ) -> StepResult:
         """Verify ``tree`` below ``root`` (the last committed token, not yet in kv).
 
@@ -969,7 +973,11 @@ class Verifier:
 
         ``stop``: called before each decoder layer of an eager step
         (:attr:`interruptible`); when it returns True the forward stops there and
-        :class:`Interrupted` is raised; nothing is committed (``kv`` holds what it held)."""
+        :class:`Interrupted` is raised; nothing is committed (``kv`` holds what it held).
+
+        ``topk``: also return the top this many next tokens of every row (``StepResult.topk``,
+        for token recycling), read with the greedy tokens in the step's one device-to-host
+        copy."""
         order = tree.depth_first()
         moved = order != list(range(len(tree)))
         with self._lock, torch.inference_mode():
@@ -977,7 +985,7 @@ class Verifier:
                 self._watched = _watch_layers(self.model, self)
             self._stop = stop
             try:
-                res = self._step(kv, root, tree.permute(order) if moved else tree, [int(t) for t in forced], allowed)
+                res = self._step(kv, root, tree.permute(order) if moved else tree, [int(t) for t in forced], allowed, topk)
             except Interrupted:
                 if kv.cache is not None:
                     kv.cache.length = len(kv.ids)
@@ -988,6 +996,11 @@ class Verifier:
                 self._last_order = order
         if moved:
             res.accepted = [order[i] for i in res.accepted]
+            if res.topk is not None:  # row j + 1 is node order[j] of the tree as given
+                rows = [res.topk[0]] + [None] * len(order)
+                for j, i in enumerate(order):
+                    rows[i + 1] = res.topk[j + 1]
+                res.topk = rows
         return res
 
     @property
@@ -1006,7 +1019,7 @@ class Verifier:
     def last_logits(self, value: torch.Tensor | None) -> None:
         self._last_logits, self._last_order = value, None
 
-    def _step(self, kv: KVState, root: int, tree: DraftTree, forced: list[int] = (), allowed=None) -> StepResult:
+    def _step(self, kv: KVState, root: int, tree: DraftTree, forced: list[int] = (), allowed=None, topk: int = 0) -> StepResult:
         t0 = time.perf_counter()
         if self.work is not None and kv.cache is not self.work and kv.parked is not None:
             # graphs: another session's step ran since this one's last (their generations
@@ -1050,7 +1063,14 @@ class Verifier:
         # one sync below (reading them later waits for nothing); on the CPU the emitted
         # rows' only, after the walk
         gaps = top2_gaps(logits) if self.record_margins and self.device.type != "cpu" else None
-        greedy = greedy_dev.tolist()  # the one device->host transfer
+        top = None
+        if topk:  # the tree's rows' top tokens travel with the greedy ones
+            k = min(int(topk), logits.shape[-1])
+            both = torch.cat([greedy_dev, torch.topk(logits[f : f + n + 1], k, dim=-1).indices.flatten()]).tolist()
+            greedy = both[:b]  # the one device->host transfer
+            top = [both[b + r * k : b + (r + 1) * k] for r in range(n + 1)]
+        else:
+            greedy = greedy_dev.tolist()  # the one device->host transfer
         t2 = time.perf_counter()
         self.last_logits = logits[f : f + n + 1]  # rows: the tree's root (the last forced token or root), its nodes
         first_margin = None
@@ -1098,7 +1118,7 @@ class Verifier:
         kv.ids = kv.ids + [root] + forced + [tree.tokens[i] for i in accepted]
         cache.length = len(kv.ids)
         self.last_split = (t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3)
-        return StepResult(accepted=accepted, bonus=int(bonus), margins=margins)
+        return StepResult(accepted=accepted, bonus=int(bonus), margins=margins, topk=top)
 
     def _greedy(self, logits: torch.Tensor) -> torch.Tensor:
         """The argmax over the last dimension (the first index among equal maxima, as

@@ -36,6 +36,7 @@ class StepResult:
     accepted: list[int]  # node indices along the accepted path
     bonus: int  # the model's token after the accepted path
     margins: list[float] | None = None  # top-2 logit margin per emitted token (when asked)
+    topk: list[list[int]] | None = None  # (step(topk=k)) each row's top k next tokens: the root's row, then the nodes'
 
 
 class EagerVerifier:
@@ -98,7 +99,8 @@ class EagerVerifier:
 
     # ---------------------------------------------------------------- one step
     @torch.inference_mode()
-    def step(self, kv: EagerKV, root: int, tree: DraftTree, *, forced: Sequence[int] = (), allowed=None, stop=None) -> StepResult:
+    def step(self, kv: EagerKV, root: int, tree: DraftTree, *, forced: Sequence[int] = (), allowed=None, stop=None,
+             topk: int = 0) -> StepResult:  # fmt: skip
         """Verify ``tree`` below ``root`` (the last committed token, not yet in kv).
         ``forced`` tokens follow ``root`` and are kept whatever the model says; the tree
         hangs below them (run as one tree: the chain of forced tokens, ``tree`` below it).
@@ -153,7 +155,8 @@ class EagerVerifier:
                     layer.keys = layer.keys.index_select(-2, idx)
                     layer.values = layer.values.index_select(-2, idx)
         kv.ids = kv.ids + [root] + forced + [tree.tokens[i] for i in accepted]
-        return StepResult(accepted=accepted, bonus=int(bonus), margins=margins)
+        top = torch.topk(logits[f:], topk, dim=-1).indices.tolist() if topk else None  # root row, then the nodes
+        return StepResult(accepted=accepted, bonus=int(bonus), margins=margins, topk=top)
 
     @staticmethod
     def _margin(logits: torch.Tensor) -> float | None:

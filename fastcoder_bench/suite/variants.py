@@ -48,6 +48,7 @@ ABLATIONS: dict[str, tuple[str, dict]] = {
     "fastcoder-calib": ("with trees priced by the steps timed, not by the cost curve alone (off by default)",
                         {"step_calibration": True}),
     "fastcoder-n2": ("with matches of two tokens or more only (n_min 2, the default before 2026-11-24)", {"n_min": 2}),
+    "fastcoder-no-recycle": ("without token recycling (the model's own top-k per token; before 2026-11-29)", {"recycle_k": 0}),
 }
 """Each ablation may also be named in ``--methods`` alone (``--ablate`` runs them all)."""
 
