@@ -158,14 +158,15 @@ def generate(
             return Generation(tokens=[], text="", stats=stats, cancelled=True, margins=read_margins(margins))
         if margin is not None and verifier.record_margins:
             margins.append(margin)
-        st = DraftState(list(prompt_ids), len(prompt_ids), config, session, stats, info)
+        chain_only = getattr(verifier, "exact_paths", False) and not config.side_branches
+        st = DraftState(list(prompt_ids), len(prompt_ids), config, session, stats, info, chain_only=chain_only)
         drafter.start(st)
         done = config.max_new_tokens <= 0 or (first is not None and commit([first]))
         st.tokens.extend(out)
         if out:  # the prefill's token is output too: drafters must see it
             drafter.update(st, DraftTree(), [], list(out))
         budget = StepBudget(cost_curve, config.max_draft_tokens is None and drafter.adaptive_budget, session.acceptance,
-                            session.draft_cost, chain_only=getattr(verifier, "exact_paths", False) and not config.side_branches,
+                            session.draft_cost, chain_only=chain_only,
                             calibration=calibration if config.step_calibration else None)  # fmt: skip
         split = getattr(verifier, "last_split", None) is not None
         t_decode = time.perf_counter()  # the time budget counts from here: a cold prefill is not decoding

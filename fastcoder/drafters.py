@@ -163,9 +163,9 @@ class FastCoderDrafter(Drafter):
         made = [cls.create(setup) for cls in registered()]
         every = [s for s in made if s is not None] + list(self.sources)
         self.active = sorted((s for s in every if weight_of(cfg, s.name) != 0), key=lambda s: s.order)
-        self.topk_rows = cfg.recycle_k if any(s.name == "recycle" for s in self.active) else 0
         for s in self.active:
             s.start(st)
+        self.topk_rows = max((s.topk for s in self.active), default=0)
         self._st = st
 
     def draft(self, st: DraftState, max_nodes: int) -> DraftTree:

@@ -116,6 +116,9 @@ class DraftState:
     step_s: float | None = None
     """What the draft budget expects the current step to cost (its cost curve at the step's
     rows and attended length); None without a curve."""
+    chain_only: bool = False
+    """The verifier accepts along the path of first children only (``Verifier.exact_paths``
+    and no ``side_branches``): a node off that path is never accepted."""
     step_topk: list[tuple[int, list[int]]] | None = None
     """The last step's verified rows as (input token, the top ``Drafter.topk_rows`` next
     tokens the model gave there, best first), root first, then the tree's nodes; None when

@@ -28,8 +28,10 @@
 #   PROBES=host_overhead REPLAY_MIN_S=230 ... run 560 8   (351 s: setup 66, test 15, default suite, probe, default replay)
 #   TESTS_S=0 PROBES= REPLAY_MIN_S=0 SUITE_OUT=/tmp/suitehf SUITE_ARGS='--limit 20 --methods ar,fastcoder,hf-ar,hf-static,hf-pld
 #   --cost-curve measure' REPLAY_ARGS='--files 4 --max-keys 150 --methods ar,fastcoder' ... run 375   (335 s, both done)
-# Next time (forty-fourth session, no GPU lent): add compiled_graphs to PROBES in the first run call (the
+# Next time (forty-fourth and forty-fifth sessions, no GPU lent): add compiled_graphs to PROBES in the first run call (the
 #   forward, 4.4 of the H200's 6.1 ms step, as an inductor-compiled graph: fastcoder_bench/probes/compiled_graphs.py).
+#   The default suite now runs fastcoder-no-recycle beside fastcoder (token recycling, on by default where whole trees
+#   are verified, as on CUDA, never measured there; the s45 probe: +12-19% tokens a step on the CPU's drafts).
 # On an H100 (2026-11-27): setup 79 s; the suite with hf-ar,hf-static,hf-pld too needed more than
 # 207 s (11 of 20 tasks; resume it with the same command); a 4-file replay (2 methods) 204 s. The
 # replay's default runs each method with the source gate on and off (`nogate`; before 2026-11-27: arFallback on and off, `nofallback`): 2 files x 4 runs.
@@ -102,7 +104,7 @@ run)
     echo "suite: $t s"
     # shellcheck disable=SC2086
     timeout -s INT "$t" python3 -m fastcoder_cli bench --suite repo --device cuda --dtype bfloat16 --model "$name" \
-      --out "$suite" --quiet ${SUITE_ARGS:---limit 20 --methods ar,pld,fastcoder,fastcoder-no-gate,fastcoder-no-dc --cost-curve measure} > "$OUT/suite.log" 2>&1
+      --out "$suite" --quiet ${SUITE_ARGS:---limit 20 --methods ar,pld,fastcoder,fastcoder-no-recycle,fastcoder-no-dc --cost-curve measure} > "$OUT/suite.log" 2>&1
     echo "suite rc $?"; tail -12 "$OUT/suite.log"
     # the host's share of a step, where the GPU run found drafting 3x dearer than a CPU
     # machine's: the same drafting over the same recorded tasks, no model (seconds)

@@ -83,15 +83,18 @@ def test_a_document_drafts_from_its_own_earlier_predictions_and_equals_ar(engine
 
 
 def test_off_asks_the_verifier_for_nothing():
+    """Auto (None): on where whole trees are verified, off where only the path of first
+    children can be accepted; an explicit k either way; 0 or weight 0: off."""
     assert make_drafter(DecodeConfig(method="fastcoder")).topk_rows == 0  # before start(): not yet known
-    for k, want in ((0, 0), (4, 4)):
+    for k, chain_only, want in ((None, False, 4), (None, True, 0), (0, False, 0), (6, True, 6)):
         cfg = DecodeConfig(method="fastcoder", recycle_k=k)
         d = make_drafter(cfg)
-        d.start(DraftState([1, 2, 3], 3, cfg, Session(cfg), GenStats()))
-        assert d.topk_rows == want
+        d.start(DraftState([1, 2, 3], 3, cfg, Session(cfg), GenStats(), chain_only=chain_only))
+        assert d.topk_rows == want, (k, chain_only)
     cfg = DecodeConfig(method="fastcoder", source_weights={"recycle": 0})
     d = make_drafter(cfg)
     d.start(DraftState([1, 2, 3], 3, cfg, Session(cfg), GenStats()))
     assert d.topk_rows == 0
-    with pytest.raises(ValueError):
-        DecodeConfig(recycle_k=17)
+    for bad in (17, -1, True):
+        with pytest.raises(ValueError):
+            DecodeConfig(recycle_k=bad)

@@ -67,6 +67,9 @@ class DraftSource:
     skip-token rule and the missing table, in parallel threads."""
     exclusive: bool = False
     """A draft from this source skips the datastores this step (the paper's CACHE rule)."""
+    topk: int = 0
+    """Top next tokens of every verified row this source reads in :meth:`update`
+    (``DraftState.step_topk``); 0: none. Known after :meth:`start`."""
 
     @classmethod
     def create(cls, setup: SourceSetup) -> "DraftSource | None":

@@ -11,16 +11,24 @@ then the top-1 chain (:data:`WIDTHS`). Nothing has to match a text, so it drafts
 every retrieval source is silent, and where it agrees with one, the acceptance model's
 agreement cells (:class:`fastcoder.budget.AcceptanceModel`) rank that path first.
 
-Measured before it was built (``docs/bench/probes-s45/recycling.py``: 12 repository
-tasks, qwen2.5-coder-0.5b, one table for the run, each step's recycled drafts scored
-against the output the generation then produced; 2-vCPU Intel Xeon with AMX): FastCoder's
-own drafts 2.07 tokens a step; the table's top-1 chain alone 1.44, the better of the two
-chains 2.20; with a tree (4 at depth 1, 2 at depth 2) 2.35.
+Measured before it was built (``docs/bench/probes-s45/recycling.py 20``: the repo suite's
+20 tasks, qwen2.5-coder-0.5b bf16, each step's recycled drafts scored exactly against the
+greedy output the generation then produced; 2-vCPU Intel Xeon with AMX): FastCoder's own
+drafts 2.19 tokens a step (5.4 nodes); verified together with this source's tree (the
+root's top 4, their top 2, then chains), a verifier that accepts any path of the tree
+would take 2.50 tokens a step (15.0 nodes) with one table per project, 2.56 with one
+table for the whole run; the table's top-1 chain alone 1.47.
+
+Where the verifier accepts along the path of first children only (CPU bf16,
+batch-invariant steps) those branches cannot be accepted, and the repo suite measured it
+neutral there (20 tasks, 2-vCPU Intel Xeon with AMX, one run, interleaved: FastCoder 1.78x
+AR with it, 1.73x without, accepted length 2.01 vs 2.00; ``docs/bench/probes-s45/``), so
+``recycle_k`` None (auto) turns it on only where whole trees are verified (CUDA, fp32).
 
 The table lives in the session (``Session.source_state``, one per document in the
 server): a document's own predictions are the likeliest to come back. The decode loop
-asks the verifier for the rows' top-k (``Drafter.topk_rows``) only while this source is
-on (``recycle_k`` > 0 and a non-zero weight); the rows come back with the step's one
+asks the verifier for the rows' top-k (``Drafter.topk_rows``, from this source's
+:attr:`topk`) only while this source is on; the rows come back with the step's one
 device-to-host copy.
 """
 
@@ -36,6 +44,9 @@ the top 2, deeper the top 1 (a chain), down to ``max_draft_depth``."""
 RANK_WEIGHT = (1.0, 0.5, 0.33, 0.25)
 """A node's count relative to its parent's by its rank among the parent's top-k (rank 4
 and below: the last); counts only shrink down a path, as a trie's prefix counts do."""
+
+AUTO_K = 4
+"""``recycle_k`` None: this many top tokens per row where whole trees are verified."""
 
 MAX_TOKENS = 65536
 """Bound on the tokens a table holds (the oldest entries go first)."""
@@ -94,15 +105,21 @@ class Recycle(DraftSource):
     name = "recycle"
     order = 45
 
-    def __init__(self, k: int) -> None:
-        self.k = k
+    def __init__(self, k: int | None) -> None:
+        self.k = k  # None: auto
         self.table: RecycleTable | None = None
 
     @classmethod
     def create(cls, setup: SourceSetup) -> "Recycle | None":
-        return cls(setup.config.recycle_k) if setup.config.recycle_k > 0 else None
+        return cls(setup.config.recycle_k) if setup.config.recycle_k != 0 else None
 
     def start(self, st) -> None:
+        k = self.k if self.k is not None else (0 if st.chain_only else AUTO_K)
+        self.topk = k
+        if k == 0:
+            self.table = None
+            return
+        self.k = k
         held = st.session.source_state.get(self.name)
         if isinstance(held, RecycleTable) and held.k == self.k:
             self.table = held
