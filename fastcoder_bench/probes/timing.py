@@ -21,3 +21,19 @@ def interleaved_ms(fns: Mapping[Hashable, Callable[[], object]], rounds: int, wa
             f()
             times[k].append((time.perf_counter() - t0) * 1e3)
     return times
+
+
+def curve_way_s(verifier, kv, root: int, tree, reps: int) -> list[float]:
+    """Seconds of ``reps`` verify steps of ``tree`` below ``root`` timed as the cost curve
+    times them (``fastcoder.budget.CurveMeasurement``): each after an untimed step of the
+    same shape, ``kv`` rolled back after both."""
+    base = len(kv.ids)
+    out = []
+    for _ in range(reps):
+        verifier.step(kv, root, tree)
+        kv.truncate(base)
+        t0 = time.perf_counter()
+        verifier.step(kv, root, tree)
+        out.append(time.perf_counter() - t0)
+        kv.truncate(base)
+    return out

@@ -25,6 +25,7 @@ from fastcoder.engine import Engine
 from fastcoder.models import load_model
 from fastcoder.trie import DraftTree
 from fastcoder.verifier import KVState
+from fastcoder_bench.probes.timing import curve_way_s
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 4
 ctx = int(sys.argv[2]) if len(sys.argv) > 2 else 1500
@@ -52,15 +53,7 @@ chain16 = DraftTree.chain(ids[100:115], "probe")
 
 
 def curve(tree):
-    out = []
-    for _ in range(N // 2):
-        v.step(kv, first, tree)
-        kv.truncate(base)
-        t0 = time.perf_counter()
-        v.step(kv, first, tree)
-        out.append(time.perf_counter() - t0)
-        kv.truncate(base)
-    return out
+    return curve_way_s(v, kv, first, tree, N // 2)
 
 
 def decode():

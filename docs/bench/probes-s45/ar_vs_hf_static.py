@@ -10,11 +10,11 @@ other round), N new tokens each (no stop rule: the same count), ms per decode to
 import os
 import statistics as st
 import sys
-import time
 
 from fastcoder.config import DecodeConfig
 from fastcoder.engine import Engine
 from fastcoder.models import load_model
+from fastcoder_bench.probes.inputs import bench_source, real_prompt
 from fastcoder_bench.suite.hf_peer import hf_generate
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 6
@@ -23,17 +23,8 @@ n = int(sys.argv[3]) if len(sys.argv) > 3 else 48
 loaded = load_model("qwen2.5-coder-0.5b", dtype="auto", device="cpu", pack="auto", progress=False)
 variants = {"ar (margins)": Engine.from_loaded(loaded, record_margins=True), "ar": Engine.from_loaded(loaded)}
 engine = variants["ar"]
-root = os.path.expanduser("~/.cache/fastcoder/bench")
-src = None
-for dirpath, _, files in os.walk(root):
-    for f in sorted(files):
-        if f.endswith(".py") and os.path.getsize(os.path.join(dirpath, f)) > 60000:
-            src = os.path.join(dirpath, f)
-            break
-    if src:
-        break
-ids = engine.encode(open(src, encoding="utf-8").read())[:ctx]
-print(f"prompt {len(ids)} tokens from {src}; status {engine.verifier.graph_status()}")
+ids = real_prompt(engine, ctx)
+print(f"prompt {len(ids)} tokens from {bench_source()}; status {engine.verifier.graph_status()}")
 eos = set()  # no early stop: both run n tokens
 
 

@@ -22,26 +22,15 @@ from collections import defaultdict
 
 import torch
 
-from fastcoder.engine import Engine
-from fastcoder.models import load_model
 from fastcoder.verifier import Verifier
-from fastcoder_bench.suite.cli import repo_suite
-from fastcoder_bench.suite.runner import Harness, remeasure_cost_curve
-from fastcoder_bench.suite.variants import make_variants
-from indexer.common import ensure_common
+from fastcoder_bench.probes.inputs import suite_harness
 
 n_tasks = int(sys.argv[1]) if len(sys.argv) > 1 else 10
 max_new = int(sys.argv[2]) if len(sys.argv) > 2 else 128
 K = int(sys.argv[3]) if len(sys.argv) > 3 else 8
-tasks, corpora = repo_suite(None, n_tasks)
-loaded = load_model("qwen2.5-coder-0.5b", dtype="auto", device="cpu", pack="auto", progress=False)
-engine = Engine.from_loaded(loaded)
-dc = ensure_common(loaded.tokenizer, progress=False, fingerprint=loaded.fingerprint)
 # FastCoder as it drafted before the recycle source (the table here is the probe's own)
-variants = make_variants(["fastcoder-no-recycle"], ablate=False, max_new_tokens=max_new)
-h = Harness(engine, variants, dc, max_new, 2048, corpora=dict(corpora), fingerprint=loaded.fingerprint)
-h.warm_up(tasks[0], fixed_budget=16)
-curve = remeasure_cost_curve(engine)
+engine, h, tasks, curve = suite_harness(["fastcoder-no-recycle"], n_tasks, max_new)
+variants = list(h.variants)
 
 adj: dict[int, list[int]] = {}  # token -> the top-K next tokens at its latest row (one table for the run)
 by_group: dict[str, dict[int, list[int]]] = {}  # the same, one table per project (the suite's sessions)

@@ -18,25 +18,13 @@ from collections import defaultdict
 
 import torch
 
-from fastcoder.engine import Engine
-from fastcoder.models import load_model
 from fastcoder.verifier import Verifier
-from fastcoder_bench.suite.cli import repo_suite
-from fastcoder_bench.suite.runner import Harness, remeasure_cost_curve
-from fastcoder_bench.suite.variants import make_variants
+from fastcoder_bench.probes.inputs import suite_harness
 
 n_tasks = int(sys.argv[1]) if len(sys.argv) > 1 else 6
 max_new = int(sys.argv[2]) if len(sys.argv) > 2 else 128
-tasks, corpora = repo_suite(None, n_tasks)
-loaded = load_model("qwen2.5-coder-0.5b", dtype="auto", device="cpu", pack="auto", progress=False)
-engine = Engine.from_loaded(loaded)
-from indexer.common import ensure_common
-
-dc = ensure_common(loaded.tokenizer, progress=False, fingerprint=loaded.fingerprint)
-variants = make_variants(["ar", "fastcoder"], ablate=False, max_new_tokens=max_new)
-h = Harness(engine, variants, dc, max_new, 2048, corpora=dict(corpora), fingerprint=loaded.fingerprint)
-h.warm_up(tasks[0], fixed_budget=16)
-curve = remeasure_cost_curve(engine)
+engine, h, tasks, curve = suite_harness(["ar", "fastcoder"], n_tasks, max_new)
+variants = list(h.variants)
 print("curve", {n: [round(1e3 * s, 1) for s in secs] for n, secs in {curve.context_len: curve.seconds, **curve.by_length}.items()}, curve.ks)
 print("status", engine.verifier.graph_status())
 

@@ -10,14 +10,13 @@ chains and branching trees (a root with SPLIT children, each a chain) of N rows.
 import os
 import statistics as st
 import sys
-import time
-
-import torch
 
 from fastcoder.engine import Engine
 from fastcoder.models import load_model
 from fastcoder.trie import DraftTree
 from fastcoder.verifier import KVState
+from fastcoder_bench.probes.inputs import real_prompt
+from fastcoder_bench.probes.timing import curve_way_s
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 4
 ctx = int(sys.argv[2]) if len(sys.argv) > 2 else 1500
@@ -25,19 +24,9 @@ sizes = [int(x) for x in (sys.argv[3] if len(sys.argv) > 3 else "8,10,11,12,16")
 loaded = load_model("qwen2.5-coder-0.5b", dtype="auto", device="cpu", pack="auto", progress=False)
 engine = Engine.from_loaded(loaded)
 v = engine.verifier
-root = os.path.expanduser("~/.cache/fastcoder/bench")
-src = None
-for dirpath, _, files in os.walk(root):
-    for f in sorted(files):
-        if f.endswith(".py") and os.path.getsize(os.path.join(dirpath, f)) > 60000:
-            src = os.path.join(dirpath, f)
-            break
-    if src:
-        break
-ids = engine.encode(open(src, encoding="utf-8").read())[:ctx]
+ids = real_prompt(engine, ctx)
 kv = KVState()
 first, _, _ = v.prefill(kv, ids, reserve=300)
-base = len(kv.ids)
 print("status", v.graph_status())
 
 
@@ -56,15 +45,7 @@ def chain(n):
 
 
 def timed(tree, reps=6):
-    out = []
-    for _ in range(reps):
-        v.step(kv, first, tree)
-        kv.truncate(base)
-        t0 = time.perf_counter()
-        v.step(kv, first, tree)
-        out.append(time.perf_counter() - t0)
-        kv.truncate(base)
-    return out
+    return curve_way_s(v, kv, first, tree, reps)
 
 
 res = {}
