@@ -123,8 +123,9 @@ def test_simulator_and_real_loop_agree_step_for_step(engine, method, budget):
         pieces = [full[i : i + rng.randint(3, 12)] for i in range(0, len(full), 5)]
         dc = TokenDatastore.build(pieces[::2] + [[rng.randrange(len(tok)) for _ in range(20)]])
         dr = TokenDatastore.build(pieces[1::2])
-        # (the source gate decides on measured search times: off, as the drafting cost is fixed)
-        cfg = DecodeConfig(method=method, max_new_tokens=48, max_draft_tokens=budget, source_gate=False)
+        # (the source gate decides on measured search times: off, as the drafting cost is fixed;
+        # token recycling drafts from the model's rows, which a recording does not hold: off)
+        cfg = DecodeConfig(method=method, max_new_tokens=48, max_draft_tokens=budget, source_gate=False, recycle_k=0)
         reference = ar.tokens[2:30] if method in ("reuse", "fastcoder") else None
         rule = block_end(indent, check_first_line=True)
         # the adaptive budget sizes its requests by the measured drafting time: both loops

@@ -15,6 +15,11 @@ cost curve c(k):
 It is an estimate: the model's own timing varies (the real step costs what it costs
 under the machine's load); use it to compare drafter settings, then measure.
 
+Token recycling (``recycle_k``) drafts from the model's own top-k at every row, which a
+recording does not hold: the replay runs every FastCoder variant as it would run without it
+(``fastcoder-no-recycle``), so on a run where recycling was on (CUDA, fp32) the simulator
+under-estimates FastCoder.
+
 Each row also gives an *oracle* estimate: the same steps, each verifying only the path
 it accepted (c(accepted nodes) instead of c(draft size)). With a large fixed budget it
 bounds what any choice of what to verify could reach from these drafts; with the

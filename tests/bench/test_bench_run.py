@@ -105,7 +105,7 @@ def test_report_schema_and_identity(bench_run: Path):
     for k in ("cpu", "threads", "torch", "transformers"):
         assert k in report["machine"]
     expected = {"ar", "pld", "rest", "fastcoder", "fastcoder-no-dr", "fastcoder-no-dc", "fastcoder-no-cache",
-                "fastcoder-no-skip", "fastcoder-no-context", "fastcoder-n2", "fastcoder-branches", "fastcoder-no-agree", "fastcoder-no-gate", "fastcoder-calib", "hf-ar", "hf-static", "hf-pld"}
+                "fastcoder-no-skip", "fastcoder-no-context", "fastcoder-n2", "fastcoder-branches", "fastcoder-no-agree", "fastcoder-no-gate", "fastcoder-calib", "fastcoder-no-recycle", "hf-ar", "hf-static", "hf-pld"}
     assert set(report["methods"]) == expected
     for name, m in report["methods"].items():
         assert set(METHOD_KEYS) <= set(m)
