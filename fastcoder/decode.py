@@ -213,7 +213,7 @@ def generate(
                     step = verifier.step(session.kv, tail[0], tree, forced=forced, allowed=first_allowed, stop=stop, **topk)
                     tail = []
                 else:
-                    step = verifier.step(session.kv, st.tokens[-1], tree, stop=stop, **topk)
+                    step = verifier.step(session.kv, root, tree, stop=stop, **topk)
             except Interrupted:  # cancelled mid-forward: nothing of this step is committed
                 cancelled = True
                 stats.stop_reason = "cancelled"

@@ -106,7 +106,7 @@ class Recycle(DraftSource):
     order = 45
 
     def __init__(self, k: int | None) -> None:
-        self.k = k  # None: auto
+        self.k = k  # None: auto (decided in start)
         self.table: RecycleTable | None = None
 
     @classmethod
@@ -119,12 +119,11 @@ class Recycle(DraftSource):
         if k == 0:
             self.table = None
             return
-        self.k = k
         held = st.session.source_state.get(self.name)
-        if isinstance(held, RecycleTable) and held.k == self.k:
+        if isinstance(held, RecycleTable) and held.k == k:
             self.table = held
             return
-        self.table = RecycleTable(self.k)
+        self.table = RecycleTable(k)
         st.session.source_state[self.name] = self.table
 
     def propose(self, st, max_nodes: int):
