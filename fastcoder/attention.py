@@ -50,6 +50,7 @@ import logging
 import math
 import threading
 import time
+from dataclasses import dataclass
 
 import torch
 from transformers import AttentionInterface
@@ -69,6 +70,10 @@ EXPLICIT_KWARG = "fastcoder_explicit"
 """A forward keyword: compute the folded attention with :func:`explicit_attention`
 instead of SDPA (the verifier asks for it where :func:`explicit_consistent_from` found
 it batch-invariant; see there)."""
+
+PATHS_KWARG = "fastcoder_paths"
+"""A forward keyword: a :class:`PathPlan`; the attention is :func:`path_attention` (every
+query row attends its own path, laid out as an AR step lays it out)."""
 
 _UNSUPPORTED_KWARGS = ("softcap", "s_aux", "sinks", "position_bias", "cache")
 
@@ -127,6 +132,9 @@ def folded_gqa_attention_forward(
 ) -> tuple[torch.Tensor, None]:
     """A transformers attention function (the ``sdpa`` signature): query (b, heads,
     q_len, d), key/value (b, kv_heads, kv_len, d) -> ((b, q_len, heads, d_v), None)."""
+    plan = kwargs.get(PATHS_KWARG)
+    if plan is not None and not module.training:
+        return path_attention(query, key, value, plan, scaling), None
     groups = getattr(module, "num_key_value_groups", 1)
     b, heads, q_len, d = query.shape
     kv_heads = key.shape[1]
@@ -164,6 +172,113 @@ def folded_gqa_attention_forward(
     full = out.new_zeros(out.shape[0], q_len, heads, out.shape[-1])
     full[:, :real] = out
     return full, None
+
+
+def _gather(key: torch.Tensor, value: torch.Tensor, plan: "PathPlan") -> tuple[torch.Tensor, torch.Tensor]:
+    """``key``/``value`` (1, kv_heads, width, d), views of the verifier's cache: the rows
+    ``plan.tail_idx`` of every head, each (kv_heads, rows * T, d). One index over the
+    cache's rows where the layout allows it (a layer's values follow its keys in the
+    stacked buffer: ``plan.flat_idx``); ``index_select`` on the narrowed views copies
+    all of each first (42 us a layer at 1,536 columns)."""
+    kv, d = key.shape[1], key.shape[-1]
+    cap = plan.capacity
+    if (plan.flat_idx is not None and key.stride(-1) == 1 and key.stride(-2) == d and key.stride(1) == cap * d
+            and value.stride() == key.stride() and value.shape[-1] == d
+            and value.storage_offset() - key.storage_offset() == kv * cap * d
+            and value.untyped_storage().data_ptr() == key.untyped_storage().data_ptr()):
+        rows = key[0].as_strided((2 * kv * cap, d), (d, 1))
+        both = rows.index_select(0, plan.flat_idx).view(2, kv, -1, d)
+        return both[0], both[1]
+    return key[0].index_select(1, plan.tail_idx), value[0].index_select(1, plan.tail_idx)
+
+
+@dataclass
+class PathPlan:
+    """Where every query row of one forward finds its keys (:func:`path_attention`): built
+    once per step by the verifier, used by every layer.
+
+    ``groups``: (bulk width S, the rows that use it: a row index tensor, None for all
+    rows); a row's *bulk* is cache columns ``[0, S)``, S a multiple of the verifier's
+    path block and at most its own position. ``tail_idx`` (rows * T,): each row's *tail*,
+    the cache columns of the keys after its bulk in the order an AR step holds them (for a
+    tree node: the prompt columns from S on, then its ancestors and itself);
+    ``tail_mask`` (rows, 1, 1, T): additive, 0 on a row's tail entries, the dtype's
+    minimum on the padding after them."""
+
+    groups: list[tuple[int, torch.Tensor | None]]
+    tail_idx: torch.Tensor
+    tail_mask: torch.Tensor
+    capacity: int = 0
+    """Rows per head of the cache the keys/values are views of (0: not known)."""
+    flat_idx: torch.Tensor | None = None
+    """``tail_idx`` as rows of a layer's keys then values, (2 * kv_heads * capacity, d):
+    keys of head h, column c at row ``h * capacity + c``, values at ``(kv_heads + h) *
+    capacity + c`` (None: not known)."""
+
+
+_flash_cpu = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+
+
+def path_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, plan: PathPlan,
+                   scaling: float | None) -> torch.Tensor:
+    """Attention in which every query row sees its own path exactly as an AR step would
+    lay it out, whatever tree row it is: query (1, heads, rows, d), key/value (1,
+    kv_heads, width, d) (the cache, every row of this forward written) -> (1, rows,
+    heads, d_v).
+
+    A row at position p attends two parts, merged by their log-sum-exp: its *bulk*, the
+    cache columns [0, S) with S = p rounded down to the path block (one call for all the
+    rows sharing S, no mask: PyTorch's CPU flash kernel, row-invariant), and its *tail*,
+    at most T keys gathered in AR's order (one batched call, a row per batch entry, the
+    padding masked at the end). Both parts, and so the row's bits, depend only on p and
+    on the keys of its path: a tree node off the path of first children gets the very
+    bits an AR step gets (the verifier checks which rows' bulks hold only their own
+    ancestors: :meth:`fastcoder.verifier.Verifier.step`). The merge is ``lerp(bulk, tail,
+    sigmoid(lse_tail - lse_bulk))`` in float32, the sigmoid over a buffer padded to 32
+    floats: PyTorch's vectorised loop leaves a remainder to the scalar function, which
+    may round otherwise."""
+    _, heads, rows, d = query.shape
+    kv_heads = key.shape[1]
+    g = heads // kv_heads
+    t = plan.tail_mask.shape[-1]
+    dv = value.shape[-1]
+    # tail: (rows, kv_heads, t, d) gathered from the cache, the queries as (rows, kv_heads, g, d)
+    kt, vt = _gather(key, value, plan)
+    kt = kt.view(kv_heads, rows, t, d).transpose(0, 1)
+    vt = vt.view(kv_heads, rows, t, dv).transpose(0, 1)
+    qt = query[0].view(kv_heads, g, rows, d).permute(2, 0, 1, 3)
+    o2, lse2 = _flash_cpu(qt, kt, vt, attn_mask=plan.tail_mask, scale=scaling)
+    o2 = o2.permute(1, 2, 0, 3)  # (kv_heads, g, rows, d_v)
+    lse2 = lse2.permute(1, 2, 0)  # (kv_heads, g, rows)
+    # the result in the layout transformers wants, (1, rows, heads, d_v), seen as (kv_heads, g, rows, d_v)
+    res = torch.empty(1, rows, heads, dv, dtype=torch.float32, device=query.device)
+    out = res[0].view(rows, kv_heads, g, dv).permute(1, 2, 0, 3)
+    for width, idx in plan.groups:
+        o2g = o2 if idx is None else o2.index_select(2, idx)
+        if width == 0:  # nothing before the tail
+            merged = o2g.float()
+        else:
+            qg = query if idx is None else query.index_select(2, idx)
+            n = qg.shape[2]
+            o1, lse1 = _flash_cpu(qg.reshape(1, kv_heads, g * n, d), key[:, :, :width], value[:, :, :width], scale=scaling)
+            l2 = lse2 if idx is None else lse2.index_select(2, idx)
+            # the tail's share of the softmax mass: sigmoid(lse2 - lse1), over a buffer padded
+            # to 32 floats (vectorised for every element; the padding is never read)
+            m = l2.numel()
+            w = _scratch_view("merge", (32 * math.ceil(m / 32),), torch.float32, query.device)
+            wv = w[:m].view(kv_heads, g, n)
+            torch.sub(l2, lse1.view(kv_heads, g, n), out=wv)
+            w.sigmoid_()
+            args = (o1.view(kv_heads, g, n, dv).float(), o2g.float(), wv.unsqueeze(-1))
+            if idx is None:
+                torch.lerp(*args, out=out)
+                continue
+            merged = torch.lerp(*args)
+        if idx is None:
+            out.copy_(merged)
+        else:
+            out.index_copy_(2, idx, merged)
+    return res.to(query.dtype)
 
 
 # per thread: the explicit attention's float32 scores and keys and its rounded

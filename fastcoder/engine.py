@@ -45,12 +45,14 @@ def _host(device) -> str:
 
 class Engine:
     def __init__(self, model, tokenizer, *, name: str = "model", record_margins: bool = False,
-                 explicit_attention: bool | None = False) -> None:
+                 explicit_attention: bool | None = False, path_attention: bool | None = None) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
         # explicit_attention: None = where probed invariant and faster (Verifier), False = never (default)
-        self.verifier = Verifier(model, record_margins=record_margins, explicit_attention=explicit_attention)
+        # path_attention: None = wherever the steps are batch-invariant (Verifier.paths), False = never
+        self.verifier = Verifier(model, record_margins=record_margins, explicit_attention=explicit_attention,
+                                 path_attention=path_attention)
         self.pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="fastcoder-search")
         self._curve: CostCurve | None = None
         self._curve_lock = threading.Lock()
@@ -80,6 +82,8 @@ class Engine:
         inv = "|invariant" if self.verifier.invariant else ""
         if self.verifier.explicit_from is not None:
             inv += f"|explicit>={self.verifier.explicit_from}"
+        if getattr(self.verifier, "paths", False):
+            inv += "|paths"
         return f"{self.name}|{self.device}|{self.dtype}|attn={attn}|graphs={self.verifier.use_graphs}{packed}{inv}|{_host(self.device)}"
 
     def cost_curve(self) -> CostCurve:

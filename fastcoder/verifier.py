@@ -123,6 +123,12 @@ Qwen2.5-Coder-0.5B in bf16: 12 KB per row, 48 MiB."""
 GRAPH_WIDTH = 1024
 """The smallest attended width a graph is captured for; the others double up to the
 work area's capacity."""
+PATH_BLOCK = 64
+"""Path attention (:attr:`Verifier.paths`, :func:`fastcoder.attention.path_attention`): a
+row at position p attends cache columns [0, S), S = p rounded down to this, in one call,
+and the rest of its path, gathered, in another. Larger: longer tails gathered per row;
+smaller: more trees whose paths cross a block boundary (a side branch whose bulk would
+hold tree columns cannot be accepted)."""
 WIDTH_ALIGN = 512
 """Batch-invariant steps (:attr:`Verifier.invariant`): every eager forward attends a width
 rounded up to this many columns (the extra columns masked): the block size of PyTorch's
@@ -401,6 +407,7 @@ class Verifier:
         graph_capacity: int = GRAPH_CAPACITY,
         invariant: bool | None = None,
         explicit_attention: bool | None = False,
+        path_attention: bool | None = None,
     ) -> None:
         self.model = model
         # GQA attention that never copies K/V per query head (fastcoder/attention.py);
@@ -431,7 +438,8 @@ class Verifier:
             invariant = self.device.type == "cpu" and not compile and self.dtype == torch.bfloat16
         self.invariant = bool(invariant) and not self.use_graphs and not compile
         # accept along the depth-first path of first children only (see :meth:`step`): what
-        # keeps a tree's output AR's bit for bit where the steps are batch-invariant
+        # keeps a tree's output AR's bit for bit where the steps are batch-invariant and
+        # the attention is not path attention (set below)
         self.exact_paths = self.invariant
         # batch-invariant: the fewest query rows a forward runs. 1 where every linear layer
         # is packed and those whose 1-row call rounds differently run it as 2 rows
@@ -467,6 +475,19 @@ class Verifier:
         # (attention.explicit_attention) instead of SDPA; None: never (see _explicit_boundary;
         # off by default: measured no faster end to end, docs/BENCHMARKS.md, thirty-third session)
         self.explicit_from: int | None = self._explicit_boundary(explicit_attention)
+        # batch-invariant steps whose every row attends its own path as AR lays it out
+        # (attention.path_attention): any path of a tree is then exact, not only the first
+        # children's. None (auto): wherever the steps are batch-invariant, eager and folded
+        # (CPU bf16), unless the explicit attention is on
+        if path_attention is None:
+            path_attention = self.invariant and self.folded_attention and self.explicit_from is None
+        self.paths = bool(path_attention) and self.invariant and self.folded_attention and self.explicit_from is None \
+            and attention._flash_cpu is not None and self.device.type == "cpu"
+        self.exact_paths = self.invariant and not self.paths
+        # path attention: a tail holds the columns after a row's bulk (< PATH_BLOCK) and its path
+        self._tail_len = 16 * math.ceil((PATH_BLOCK + self.buckets[-1] + MIN_Q_TAIL) / 16)
+        self._plan: attention.PathPlan | None = None
+        self._plan_ok: list[bool] = []
         bmax = self.buckets[-1] + MIN_Q_TAIL  # room for attention_rows' padding
         # the one host->device copy per step: ids | parent rows | depths | past
         pin = self.device.type == "cuda"
@@ -793,7 +814,11 @@ class Verifier:
             mask = torch.where(col.unsqueeze(0) <= slots.unsqueeze(1), 0.0, self._neg).to(self.dtype)
             kwargs["attention_mask"] = mask.view(1, 1, len(slots), width)
             att = attention_rows(end - start, self._groups)
-            if att < end - start + pad and self.folded_attention:  # a 1-token chunk's padding row needs no attention
+            if self.paths:  # the chunk's rows as a chain: each attends its path as an AR step does
+                n = len(slots)
+                self._path_plan(start, n, [0, *range(n - 1)], list(range(n)), cache)
+                kwargs[attention.PATHS_KWARG] = self._plan
+            elif att < end - start + pad and self.folded_attention:  # a 1-token chunk's padding row needs no attention
                 kwargs[attention.ROWS_KWARG] = att
             if self._explicit_here(start):
                 kwargs[attention.EXPLICIT_KWARG] = True
@@ -876,7 +901,9 @@ class Verifier:
         allowed = (rel < 0) | tree_ok
         mask = torch.where(allowed, 0.0, self._neg).to(self.dtype)
         rows = {}
-        if real is not None and self.folded_attention and not fixed:
+        if self.paths and not fixed:
+            rows[attention.PATHS_KWARG] = self._plan
+        elif real is not None and self.folded_attention and not fixed:
             # the real rows, padded where the kernel's last block of query rows would be
             # tiny (its bits differ there; AR's 1 row is 1 token's folded rows)
             att = attention_rows(real, self._groups)
@@ -925,7 +952,8 @@ class Verifier:
         ``fastcoder.stats`` and the benchmark reports."""
         if not self.use_graphs:
             status = {"mode": "eager", "captured": [], "failed": {}, "batch_invariant": self.invariant,
-                      "exact_paths": self.exact_paths, "prefill_chunk": self.prefill_chunk}
+                      "exact_paths": self.exact_paths, "path_attention": self.paths,
+                      "prefill_chunk": self.prefill_chunk}
             if self.invariant:
                 kinds = Counter(name.rsplit(".", 1)[-1] for name in self.one_row_padded)
                 status.update(min_rows=self.min_rows, one_row_as_two=dict(kinds), uniform_rows=self.uniform_rows,
@@ -1055,6 +1083,8 @@ class Verifier:
             h[2 * b + f + 1 : 2 * b + f + n + 1] = torch.tensor(tree.depths, dtype=torch.long) + f
         h[b + f + n + 1 : 2 * b] = torch.arange(f + n + 1, b)
         h[3 * b] = past
+        if self.paths:
+            self._path_plan(past, b, h[b : 2 * b].tolist(), h[2 * b : 3 * b].tolist(), cache)
         self._dev_in[: 3 * b].copy_(h[: 3 * b], non_blocking=True)
         self._dev_in[3 * b].copy_(h[3 * b], non_blocking=True)
         t1 = time.perf_counter()
@@ -1086,6 +1116,11 @@ class Verifier:
                 break
             if trusted_to is not None and past + f + 1 + nxt >= trusted_to:
                 break  # its row straddles into the other attention path: the bonus comes from the row before
+            if self.paths and not self._plan_ok[f + 1 + nxt]:
+                # path attention: this row's bulk holds tree columns that are not its own
+                # ancestors at AR's columns (its path crosses a PATH_BLOCK boundary after
+                # leaving the first children): its choice, exact, is the bonus
+                break
             if self.exact_paths and nxt != len(accepted):
                 # off the depth-first path of first children: that row's ancestors are not
                 # the contiguous columns an AR step sees, so its logits (and its keys and
@@ -1119,6 +1154,46 @@ class Verifier:
         cache.length = len(kv.ids)
         self.last_split = (t1 - t0, t2 - t1, t3 - t2, time.perf_counter() - t3)
         return StepResult(accepted=accepted, bonus=int(bonus), margins=margins, topk=top)
+
+    def _path_plan(self, past: int, b: int, parents: list[int], depths: list[int], cache: "StaticKV") -> None:
+        """The step's :class:`~fastcoder.attention.PathPlan` (``self._plan``) and which of
+        its rows are exact (``self._plan_ok``): rows are laid out depth first, row r in
+        cache column ``past + r``, at position ``past + depths[r]``; padding rows are
+        their own parents. A row at position p has its bulk up to S = p rounded down to
+        PATH_BLOCK; an AR step at p has the same bulk, so the row is exact where every
+        tree column in its bulk (S > past) is its own ancestor at AR's column, i.e. its
+        path runs through the first children up to S."""
+        paths: list[list[int]] = []
+        widths, ok = [], []
+        tail_len = self._tail_len
+        idx = np.full((b, tail_len), past, dtype=np.int64)
+        mask = np.full((b, 1, 1, tail_len), float(self._neg), dtype=np.float32)
+        for r in range(b):
+            par = parents[r]
+            path = paths[par] + [r] if 0 < r and par < r else [r]
+            paths.append(path)
+            s = PATH_BLOCK * ((past + depths[r]) // PATH_BLOCK)
+            widths.append(s)
+            tail = list(range(s, past)) + [past + a for a in path if past + depths[a] >= s]
+            ok.append(all(a == depths[a] for a in path if past + depths[a] < s))
+            idx[r, : len(tail)] = tail
+            mask[r, 0, 0, : len(tail)] = 0.0
+        groups: list[tuple[int, torch.Tensor | None]] = []
+        kinds = sorted(set(widths))
+        for s in kinds:
+            if len(kinds) == 1:
+                groups.append((s, None))
+                break
+            rows = [r for r in range(b) if widths[r] == s]
+            rows += [rows[-1]] * (attention_rows(len(rows), self._groups) - len(rows))  # no tiny query block
+            groups.append((s, torch.tensor(rows, dtype=torch.long, device=self.device)))
+        flat = idx.reshape(-1)
+        cap = cache.capacity
+        heads = np.arange(2 * cache.buf.shape[3], dtype=np.int64).reshape(-1, 1) * cap  # keys', then values' heads
+        self._plan = attention.PathPlan(
+            groups, torch.from_numpy(flat).to(self.device), torch.from_numpy(mask).to(device=self.device, dtype=self.dtype),
+            capacity=cap, flat_idx=torch.from_numpy((heads + flat.reshape(1, -1)).reshape(-1)).to(self.device))
+        self._plan_ok = ok
 
     def _greedy(self, logits: torch.Tensor) -> torch.Tensor:
         """The argmax over the last dimension (the first index among equal maxima, as

@@ -52,7 +52,11 @@ def test_bf16_cpu_verifier_is_invariant_by_default(qwen_shaped, tiny_model):
     assert Verifier(qwen_shaped).min_rows == (1 if matmul.is_packed(qwen_shaped) else 2)
     assert Verifier(qwen_shaped).step_rows(1) == Verifier(qwen_shaped).min_rows
     assert not Verifier(tiny_model).invariant  # fp32: exact to 1e-5 already; no padding paid
+    # path attention: any path of a tree is exact, not the first children's only
+    assert Verifier(qwen_shaped).paths and not Verifier(qwen_shaped).exact_paths
+    assert Verifier(qwen_shaped, path_attention=False).exact_paths and not Verifier(tiny_model).paths
     status = Verifier(qwen_shaped).graph_status()
+    assert status["path_attention"] and not status["exact_paths"]
     assert status["batch_invariant"] and status["min_rows"] == Verifier(qwen_shaped).min_rows
     marked = [n for n, m in qwen_shaped.named_modules() if getattr(m, "pad_one_row", False)]
     assert sum(status["one_row_as_two"].values()) == len(marked)  # reported as the stats and reports show them
@@ -128,10 +132,11 @@ def _assert_drafted_output_is_ar(engine: Engine, rng: random.Random, contexts) -
 
 
 def test_trees_an_exact_path_verifier_gets_are_chains(qwen_shaped, tiny_tokenizer):
-    """The verifier accepts along the path of first children only (``exact_paths``), so
-    the decode loop sends it that path alone: no step verifies a side branch (with
-    ``side_branches`` some do: the drafts here branch), and the output is AR's either way."""
-    engine = Engine(qwen_shaped, tiny_tokenizer, name="qwen-shaped-bf16")
+    """Without path attention the verifier accepts along the path of first children only
+    (``exact_paths``), so the decode loop sends it that path alone: no step verifies a
+    side branch (with ``side_branches`` some do: the drafts here branch), and the output
+    is AR's either way."""
+    engine = Engine(qwen_shaped, tiny_tokenizer, name="qwen-shaped-bf16", path_attention=False)
     assert engine.verifier.exact_paths
     rng = random.Random(7)
     prompt = [rng.randrange(4, 600) for _ in range(200)]
@@ -182,7 +187,11 @@ def _branching_step(v: Verifier, kv: KVState, saved, ids: list[int], toks: list[
         parent = len(tokens) - (1 if decoy_first else 2)
         rows.append((parent + 1, pos + k))
     step = v.step(kv, toks[pos], DraftTree(tokens, parents, depths, ["probe"] * len(tokens), [1.0] * len(tokens)))
-    if decoy_first:  # the true path is not the path of first children: the walk stops at once, AR's token the bonus
+    if v.paths:  # any path: the true one, up to its first row whose bulk holds a decoy (a block boundary crossed)
+        ok = [r for r, _ in rows[1:]]
+        upto = next((k for k, r in enumerate(ok) if not v._plan_ok[r]), len(ok))
+        assert step.accepted == [r - 1 for r in ok[:upto]] and step.bonus == toks[pos + upto + 1]
+    elif decoy_first:  # the true path is not the path of first children: the walk stops at once, AR's token the bonus
         assert step.accepted == [] and step.bonus == toks[pos + 1]
     else:  # the whole true path, as indices of the tree as given (the rows were laid out depth first)
         assert step.accepted == [r - 1 for r, _ in rows[1:]] and step.bonus == toks[pos + depth + 1]
@@ -210,7 +219,7 @@ def test_branching_tree_rows_are_ar_up_to_rounding(qwen_shaped):
     attention kernel's rounding depends on the column (docs/BENCHMARKS.md, sixteenth
     session); chains are exact (above)."""
     rng = random.Random(11)
-    v = Verifier(qwen_shaped)
+    v = Verifier(qwen_shaped, path_attention=False)
     ids = [rng.randrange(4, 600) for _ in range(505)]
     kv, toks, ref = _ar(v, ids)
     saved = kv.cache.buf.clone()
@@ -225,6 +234,34 @@ def test_branching_tree_rows_are_ar_up_to_rounding(qwen_shaped):
             checked += 1
     assert checked == 5 * (depth + 1)
     assert worst <= 4, f"tree rows differ from AR's by {worst:.1f} bf16 ulps"
+
+
+@pytest.mark.parametrize("ctx", (300, 505, 1000))
+def test_side_branch_rows_give_ar_bits_with_path_attention(qwen_shaped, ctx):
+    """Path attention: each true token of AR's output drafted *behind* a decoy sibling
+    (the true path is never the first children's): the true path's rows carry AR's
+    logits bit for bit and the walk accepts them, except a row whose bulk would hold a
+    decoy (its path crosses a PATH_BLOCK boundary after leaving the first children):
+    there the walk stops and AR's token is the bonus. The contexts put block boundaries
+    inside steps (300 + 20 = 320, 505 + 7 = 512)."""
+    rng = random.Random(ctx)
+    v = Verifier(qwen_shaped)
+    assert v.paths
+    ids = [rng.randrange(4, 600) for _ in range(ctx)]
+    kv, toks, ref = _ar(v, ids)
+    saved = kv.cache.buf.clone()
+    checked = refused = 0
+    for depth in (4, 7):
+        for pos in range(0, N_AR - depth, depth):
+            rows = _branching_step(v, kv, saved, ids, toks, pos, depth, decoy_first=True)
+            for row, i in rows:
+                if v._plan_ok[row]:
+                    assert torch.equal(v.last_logits[row], ref[i]), f"side-branch row {row} differs from AR's step at {i}"
+                    checked += 1
+                else:
+                    refused += 1
+    assert checked > 20
+    assert refused > 0 or ctx == 1000  # steps from 316 and 509 cross the boundaries at 320 and 512
 
 
 def test_prefill_chunks_padded_for_the_attention_kernel_give_their_own_logits(tiny_tokenizer):

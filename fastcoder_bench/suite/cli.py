@@ -189,11 +189,11 @@ def run(args: argparse.Namespace) -> int:
         from indexer.common import load_common
 
         dc = load_common(args.common, fingerprint=loaded.fingerprint)
-    from fastcoder_bench.suite.variants import EXPLICIT_ENGINE
+    from fastcoder_bench.suite.variants import OTHER_ENGINES
 
-    engines = {}
-    if any(v.engine == EXPLICIT_ENGINE for v in variants):  # the same model, the explicit attention where it pays
-        engines[EXPLICIT_ENGINE] = Engine.from_loaded(loaded, record_margins=True, explicit_attention=None)
+    # the same model under another verifier setting, for the methods that name one
+    engines = {name: Engine.from_loaded(loaded, record_margins=True, **OTHER_ENGINES[name])
+               for name in dict.fromkeys(v.engine for v in variants if v.engine)}
     harness = Harness(
         engine, variants, dc, args.max_new_tokens, args.max_prompt_tokens,
         session_mode=args.session, pass_at_1=args.pass_at_1, corpora=dict(corpora), fingerprint=loaded.fingerprint,
@@ -337,7 +337,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     src.add_argument("--tasks", metavar="FILE.jsonl", help="repository tasks from a JSONL file (see the README)")
     p.add_argument("--methods", default="ar,pld,rest,fastcoder", help="comma-separated subset of ar,pld,rest,fastcoder,hf-ar,hf-static,hf-pld (ar is always run; "
                    "hf-* = transformers' own generate(): plain, static cache, prompt lookup; ar-explicit, fastcoder-explicit = "
-                   "the same on a second engine computing attention as two matrix products where it pays), and of the --ablate "
+                   "the same on a second engine computing attention as two matrix products where it pays; ar-chain, fastcoder-chain = "
+                   "the same on a second engine without path attention), and of the --ablate "
                    "variants (fastcoder-no-dr, fastcoder-no-dc, fastcoder-no-cache, fastcoder-no-skip, fastcoder-no-context, "
                    "fastcoder-branches, fastcoder-no-agree, fastcoder-no-gate, fastcoder-calib, fastcoder-n2)")
     p.add_argument("--max-new-tokens", type=int, default=512)

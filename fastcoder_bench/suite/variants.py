@@ -24,11 +24,19 @@ HF_METHODS: dict[str, tuple[str, dict]] = {
     "hf-pld": ("transformers generate(prompt_lookup_num_tokens=10)", {"prompt_lookup_num_tokens": 10}),
 }
 
-# the same methods on a second engine over the same model whose verifier computes
-# attention as two matrix products where it probed that batch-invariant and faster
-# (explicitAttention auto; fastcoder/attention.py), to measure side by side what it gives
-EXPLICIT_METHODS: dict[str, str] = {"ar-explicit": "ar", "fastcoder-explicit": "fastcoder"}
-EXPLICIT_ENGINE = "explicit"
+# the same methods on a second engine over the same model, to measure side by side what
+# a verifier setting gives: "explicit" computes attention as two matrix products where it
+# probed that batch-invariant and faster (explicitAttention auto; fastcoder/attention.py);
+# "chain" has no path attention (Verifier.paths): on the CPU in bf16 it accepts along the
+# path of first children only, as before 2026-11-29
+OTHER_ENGINES: dict[str, dict] = {"explicit": {"explicit_attention": None}, "chain": {"path_attention": False}}
+ENGINE_METHODS: dict[str, tuple[str, str, str]] = {
+    # name: (base method, engine, label)
+    "ar-explicit": ("ar", "explicit", "ar with the explicit attention where it pays (explicitAttention auto)"),
+    "fastcoder-explicit": ("fastcoder", "explicit", "fastcoder with the explicit attention where it pays (explicitAttention auto)"),
+    "ar-chain": ("ar", "chain", "ar without path attention (before 2026-11-29)"),
+    "fastcoder-chain": ("fastcoder", "chain", "fastcoder without path attention: the first children's path only on the CPU in bf16 (before 2026-11-29)"),
+}
 
 ABLATIONS: dict[str, tuple[str, dict]] = {
     # name: (what it removes, DecodeConfig changes); "no-dr" / "no-dc" drop D_r / D_c from the sources
@@ -61,7 +69,7 @@ class Variant:
     use_dc: bool = False
     label: str = ""
     hf_kwargs: dict | None = None  # set for the hf-* rows: extra generate() arguments
-    engine: str = ""  # which of the harness's engines runs it ("": the main one; EXPLICIT_ENGINE)
+    engine: str = ""  # which of the harness's engines runs it ("": the main one; else a key of OTHER_ENGINES)
 
     def describe(self) -> dict:
         import dataclasses
@@ -75,7 +83,7 @@ class Variant:
 
 def parse_methods(text: str) -> list[str]:
     names = [m.strip().lower() for m in text.split(",") if m.strip()]
-    known = BASE_METHODS + tuple(HF_METHODS) + tuple(EXPLICIT_METHODS) + tuple(ABLATIONS)
+    known = BASE_METHODS + tuple(HF_METHODS) + tuple(ENGINE_METHODS) + tuple(ABLATIONS)
     bad = [m for m in names if m not in known]
     if bad:
         raise FastCoderError(f"unknown method(s) {', '.join(bad)}; choose from {', '.join(known)}")
@@ -105,12 +113,10 @@ def make_variants(methods: list[str], *, ablate: bool, max_new_tokens: int, seed
         if m in ABLATIONS:
             out.append(_ablation(m, max_new_tokens, seed))
             continue
-        if m in EXPLICIT_METHODS:
-            base = EXPLICIT_METHODS[m]
+        if m in ENGINE_METHODS:
+            base, engine, label = ENGINE_METHODS[m]
             cfg = DecodeConfig(method=base, max_new_tokens=max_new_tokens, seed=seed)
-            out.append(Variant(m, cfg, use_dr=base == "fastcoder", use_dc=base == "fastcoder",
-                               label=f"{base} with the explicit attention where it pays (explicitAttention auto)",
-                               engine=EXPLICIT_ENGINE))
+            out.append(Variant(m, cfg, use_dr=base == "fastcoder", use_dc=base == "fastcoder", label=label, engine=engine))
             continue
         cfg = DecodeConfig(method=m, max_new_tokens=max_new_tokens, seed=seed)
         out.append(Variant(m, cfg, use_dr=(m == "fastcoder"), use_dc=m in ("rest", "fastcoder"), label=m))

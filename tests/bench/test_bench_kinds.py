@@ -112,11 +112,12 @@ def test_explicit_attention_methods_run_on_a_second_engine(tiny_model_dir, task_
     the same model whose verifier may compute attention as two matrix products
     (explicitAttention auto): both run in the same suite run, the report carries that
     engine's step status (the tiny fp32 model is not batch-invariant: never used there)."""
-    from fastcoder_bench.suite.variants import EXPLICIT_ENGINE, make_variants, parse_methods
+    from fastcoder_bench.suite.variants import make_variants, parse_methods
 
-    by_name = {v.name: v for v in make_variants(parse_methods("fastcoder,ar-explicit,fastcoder-explicit"), ablate=False,
-                                                max_new_tokens=8)}  # fmt: skip
-    assert by_name["ar-explicit"].config.method == "ar" and by_name["ar-explicit"].engine == EXPLICIT_ENGINE
+    by_name = {v.name: v for v in make_variants(parse_methods("fastcoder,ar-explicit,fastcoder-explicit,fastcoder-chain"),
+                                                ablate=False, max_new_tokens=8)}  # fmt: skip
+    assert by_name["ar-explicit"].config.method == "ar" and by_name["ar-explicit"].engine == "explicit"
+    assert by_name["fastcoder-chain"].config.method == "fastcoder" and by_name["fastcoder-chain"].engine == "chain"
     assert by_name["fastcoder-explicit"].use_dr and by_name["fastcoder"].engine == ""
     out = tmp_path / "suite"
     argv = _argv(tiny_model_dir, task_file, common_path, out, "--methods", "ar,ar-explicit", "--limit", "1")
