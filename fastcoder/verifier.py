@@ -860,13 +860,16 @@ class Verifier:
         return tok, (self._margin(sub) if self.record_margins and sub.numel() > 1 else None)
 
     # ---------------------------------------------------------------- one step
-    def _prepare(self, b: int):
+    def _prepare(self, b: int, ancestors: bool = True):
         """Device side of a step: inputs, positions, cache positions and the tree mask
-        from the device buffer ``_dev_in`` (fixed addresses, fixed shapes)."""
+        from the device buffer ``_dev_in`` (fixed addresses, fixed shapes); without
+        ``ancestors`` (path attention: no mask) no ancestor relation."""
         d = self._dev_in
         ids, parents, depths, past = d[:b], d[b : 2 * b], d[2 * b : 3 * b], d[3 * b]
         rows = self._rows[:b]
         slots = past + rows
+        if not ancestors:
+            return ids, past + depths, slots, None, past
         # ancestor-or-self: start from {self, parent}, square log2(b) times
         reach = (rows.unsqueeze(1) == rows.unsqueeze(0)) | (parents.unsqueeze(1) == rows.unsqueeze(0))
         reach = reach.to(torch.float32)
@@ -886,7 +889,8 @@ class Verifier:
         (eager steps only: a fixed shape cannot depend on it). At 2,048 cached rows on a
         2-vCPU AMD EPYC (avx512_bf16, Qwen2.5-Coder-0.5B bf16) an AR step (padded to 2
         rows) 34.9 -> 33.4 ms."""
-        ids, pos, slots, anc, past = self._prepare(b)
+        paths = self.paths and not fixed
+        ids, pos, slots, anc, past = self._prepare(b, ancestors=not paths)
         cache.slots = slots
         cache.view_len = width
         if b == 1 and not fixed and not self.invariant:  # AR, eager: the root sees everything, no mask needed
@@ -894,27 +898,29 @@ class Verifier:
             out = self.model(input_ids=ids.view(1, 1), position_ids=pos.view(1, 1), use_cache=True, **{cache_kwarg(self.model): cache})
             logits = out.logits[0]
             return logits, self._greedy(logits)
-        col = torch.arange(width, device=self.device)
-        rel = col.unsqueeze(0) - past  # column relative to the first tree row
-        in_tree = (rel >= 0) & (rel < b)
-        tree_ok = torch.gather(anc, 1, rel.clamp(0, b - 1).expand(b, width)) & in_tree
-        allowed = (rel < 0) | tree_ok
-        mask = torch.where(allowed, 0.0, self._neg).to(self.dtype)
         rows = {}
-        if self.paths and not fixed:
+        if paths:  # the attention reads the step's PathPlan; transformers passes a 4D mask on as it is
+            mask = torch.zeros(b, 1, dtype=self.dtype, device=self.device)
             rows[attention.PATHS_KWARG] = self._plan
-        elif real is not None and self.folded_attention and not fixed:
-            # the real rows, padded where the kernel's last block of query rows would be
-            # tiny (its bits differ there; AR's 1 row is 1 token's folded rows)
-            att = attention_rows(real, self._groups)
-            if att < b:
-                rows[attention.ROWS_KWARG] = att
+        else:
+            col = torch.arange(width, device=self.device)
+            rel = col.unsqueeze(0) - past  # column relative to the first tree row
+            in_tree = (rel >= 0) & (rel < b)
+            tree_ok = torch.gather(anc, 1, rel.clamp(0, b - 1).expand(b, width)) & in_tree
+            allowed = (rel < 0) | tree_ok
+            mask = torch.where(allowed, 0.0, self._neg).to(self.dtype)
+            if real is not None and self.folded_attention and not fixed:
+                # the real rows, padded where the kernel's last block of query rows would be
+                # tiny (its bits differ there; AR's 1 row is 1 token's folded rows)
+                att = attention_rows(real, self._groups)
+                if att < b:
+                    rows[attention.ROWS_KWARG] = att
         if explicit and self.folded_attention and not fixed:
             rows[attention.EXPLICIT_KWARG] = True
         out = self.model(
             input_ids=ids.view(1, b),
             position_ids=pos.view(1, b),
-            attention_mask=mask.view(1, 1, b, width),
+            attention_mask=mask.view(1, 1, b, -1),
             use_cache=True,
             **{cache_kwarg(self.model): cache},
             **rows,
