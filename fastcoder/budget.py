@@ -448,7 +448,7 @@ class StepBudget:
     (:meth:`observe_step` feeds it); None prices them by the curve alone.
 
     ``chain_only`` (the verifier's :attr:`~fastcoder.verifier.Verifier.exact_paths`: CPU
-    bf16, batch-invariant steps): the verifier accepts along the path of first children
+    bf16, batch-invariant steps without path attention): the verifier accepts along the path of first children
     only, and where the model's choice is another child that choice is the bonus token it
     would be without that child; so every node off that path is a row verified for
     nothing. :meth:`trim` then keeps the path of first children of the rescored tree (the

@@ -56,7 +56,8 @@ class DecodeConfig:
     """Longest root-to-leaf path in a draft tree."""
     side_branches: bool = False
     """Verify the nodes off the path of first children too where the verifier accepts along
-    that path only (batch-invariant CPU bf16 steps, ``Verifier.exact_paths``). There such a
+    that path only (batch-invariant CPU bf16 steps without path attention,
+    ``Verifier.exact_paths``; with it, the default, any path is accepted). There such a
     node can never be accepted (where the model picks it, that pick is the bonus token
     anyway), so by default the tree is cut to that path (``budget.StepBudget``). True only
     to measure what the cut gives."""
@@ -146,10 +147,11 @@ class DecodeConfig:
     too, are kept per input token in the session (its latest row wins), and the
     ``recycle`` source drafts from that table (:mod:`fastcoder.sources.recycle`): the
     model's own recent predictions after the same token, no match in any text needed.
-    None (auto): 4 where the verifier accepts any path of a tree (CUDA, fp32), off where it
-    accepts along the path of first children only (CPU bf16, batch-invariant steps:
-    ``Verifier.exact_paths``), where its extra branches cannot be accepted: there the repo
-    suite measured it neutral (AMX Xeon: 1.78x vs 1.73x AR, accepted length 2.01 vs 2.00).
+    None (auto): 4 where the verifier accepts any path of a tree (CUDA, fp32, CPU bf16 with
+    path attention), off where it accepts along the path of first children only
+    (batch-invariant steps without path attention: ``Verifier.exact_paths``), where its
+    extra branches cannot be accepted: there the repo suite measured it neutral (AMX Xeon:
+    1.78x vs 1.73x AR, accepted length 2.01 vs 2.00).
     0 = off; no top-k is computed then."""
 
     # --- skip tokens and missing table -------------------------------------------------

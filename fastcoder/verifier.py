@@ -69,6 +69,22 @@ AR step, 3 folded rows, differed from every chain until its AR step attended 2 r
 and invariant verifiers interleaved in one process): AR steps +4-11% while they were padded
 to 2 rows, +0-3% since (docs/bench/ar1-s26), 16-row steps +0-9%
 (most where the width just passes a multiple of 512), a 1,900-token prefill +4%.
+
+Path attention (``Verifier.paths``; on by default wherever the steps are batch-invariant,
+unless the explicit attention is on; :func:`fastcoder.attention.path_attention`): with
+the rules above only a chain's rows sit in the columns an AR step gives them, so a
+tree node off the path of first children could differ from AR's by an ulp and the walk
+accepted along that path alone (``exact_paths``). With path attention every forward,
+AR steps and prefill chunks included, computes a row at position p as two parts merged
+by their log-sum-exp: the cache columns [0, S), S = p rounded down to PATH_BLOCK = 64,
+in one call shared by the rows with that S, and the row's *tail*, the columns from S to
+p in AR's order (for a tree node: the prompt columns from S on, its ancestors, itself),
+gathered into a row of its own. Both parts depend only on p and on the keys of the
+row's path, so any node whose bulk holds only its own ancestors (every node whose path
+does not cross a PATH_BLOCK boundary after leaving the first children) gets AR's bits,
+and the walk accepts any path up to the first node that does not. The suite on a
+2-vCPU Intel Xeon with AMX (forty-sixth session): see docs/BENCHMARKS.md.
+
 The model is called through its public forward only: a 4D
 additive float mask and explicit position ids (transformers 5.x returns a 4D mask
 as-is; a boolean mask gave wrong logits under eager attention, max |Δlogit| 7.24 in
@@ -129,6 +145,11 @@ row at position p attends cache columns [0, S), S = p rounded down to this, in o
 and the rest of its path, gathered, in another. Larger: longer tails gathered per row;
 smaller: more trees whose paths cross a block boundary (a side branch whose bulk would
 hold tree columns cannot be accepted)."""
+PATH_PREFILL_ROWS = 32
+"""Path attention: prefill forwards of at most this many rows run it too (a keystroke's
+few new tokens: their rows are then the steps' bits); longer chunks attend the plain way.
+Path attention over 128-row chunks cost +46% prefill time in the AMX suite (forty-sixth
+session: 6.1 vs 4.2 s per 2,048-token prompt), a per-row gather of every row's tail."""
 WIDTH_ALIGN = 512
 """Batch-invariant steps (:attr:`Verifier.invariant`): every eager forward attends a width
 rounded up to this many columns (the extra columns masked): the block size of PyTorch's
@@ -484,6 +505,8 @@ class Verifier:
         self.paths = bool(path_attention) and self.invariant and self.folded_attention and self.explicit_from is None \
             and attention._flash_cpu is not None and self.device.type == "cpu"
         self.exact_paths = self.invariant and not self.paths
+        if self.paths:  # longer prefill chunks attend the plain way (PATH_PREFILL_ROWS)
+            self.prefill_invariant = self.prefill_invariant and self.prefill_chunk <= PATH_PREFILL_ROWS
         # path attention: a tail holds the columns after a row's bulk (< PATH_BLOCK) and its path
         self._tail_len = 16 * math.ceil((PATH_BLOCK + self.buckets[-1] + MIN_Q_TAIL) / 16)
         self._plan: attention.PathPlan | None = None
@@ -650,8 +673,16 @@ class Verifier:
                 self.uniform_rows = max(self.uniform_rows or 0, uniform)
             self.prefill_chunk = rows
             if self.invariant:
-                self.prefill_invariant = (self.uniform_rows or 0) >= rows
+                self.prefill_invariant = (self.uniform_rows or 0) >= rows and (not self.paths or rows <= PATH_PREFILL_ROWS)
             return rows
+
+    def _prefill_paths(self, rows: int) -> bool:
+        """Whether a prefill forward of ``rows`` query rows runs path attention: with it on,
+        a chunk of at most PATH_PREFILL_ROWS rows whose linear calls round as a step's
+        (its rows then come out as the steps would compute them); longer chunks attend the
+        plain way (faster; their rows differ from a step's anyway where the linear calls
+        round otherwise, as on AMX)."""
+        return self.paths and rows <= min(PATH_PREFILL_ROWS, self.uniform_rows or 0)
 
     # ---------------------------------------------------------------- graphs
     def graph_widths(self, capacity: int) -> list[int]:
@@ -814,7 +845,8 @@ class Verifier:
             mask = torch.where(col.unsqueeze(0) <= slots.unsqueeze(1), 0.0, self._neg).to(self.dtype)
             kwargs["attention_mask"] = mask.view(1, 1, len(slots), width)
             att = attention_rows(end - start, self._groups)
-            if self.paths:  # the chunk's rows as a chain: each attends its path as an AR step does
+            if self._prefill_paths(len(slots)):
+                # the chunk's rows as a chain: each attends its path as an AR step does
                 n = len(slots)
                 self._path_plan(start, n, [0, *range(n - 1)], list(range(n)), cache)
                 kwargs[attention.PATHS_KWARG] = self._plan
@@ -1002,8 +1034,11 @@ class Verifier:
         attention rounds by column position, so with batch-invariant steps (CPU bf16)
         those rows carry AR's bits exactly, while a node off that path (its ancestors not
         contiguous) can differ from AR's by an ulp (docs/BENCHMARKS.md, sixteenth
-        session); there the walk accepts along that path only, and where the model's
-        choice leaves it, that choice is the bonus.
+        session); without path attention (:attr:`paths`) the walk accepts along that
+        path only, and where the model's choice leaves it, that choice is the bonus. With
+        path attention every node gets AR's bits except one whose path crosses a
+        PATH_BLOCK boundary after leaving the first children (the module docstring): the
+        walk accepts any path up to such a node, whose token is then the bonus.
 
         ``stop``: called before each decoder layer of an eager step
         (:attr:`interruptible`); when it returns True the forward stops there and
@@ -1168,20 +1203,26 @@ class Verifier:
         their own parents. A row at position p has its bulk up to S = p rounded down to
         PATH_BLOCK; an AR step at p has the same bulk, so the row is exact where every
         tree column in its bulk (S > past) is its own ancestor at AR's column, i.e. its
-        path runs through the first children up to S."""
+        path runs through the first children up to S. A row that is not gets the bulk of
+        a row at the past instead and the rest of its path in its tail: its attention is
+        still the model's (its top tokens feed token recycling), only not AR's bits."""
         paths: list[list[int]] = []
         widths, ok = [], []
         tail_len = self._tail_len
         idx = np.full((b, tail_len), past, dtype=np.int64)
         mask = np.full((b, 1, 1, tail_len), float(self._neg), dtype=np.float32)
+        first = PATH_BLOCK * (past // PATH_BLOCK)  # the bulk of a row at the past
         for r in range(b):
             par = parents[r]
             path = paths[par] + [r] if 0 < r and par < r else [r]
             paths.append(path)
             s = PATH_BLOCK * ((past + depths[r]) // PATH_BLOCK)
+            exact = all(a == depths[a] for a in path if past + depths[a] < s)
+            if not exact:  # its bulk would hold tree columns not its own: the past's bulk (right, not AR's bits)
+                s = first
             widths.append(s)
+            ok.append(exact)
             tail = list(range(s, past)) + [past + a for a in path if past + depths[a] >= s]
-            ok.append(all(a == depths[a] for a in path if past + depths[a] < s))
             idx[r, : len(tail)] = tail
             mask[r, 0, 0, : len(tail)] = 0.0
         groups: list[tuple[int, torch.Tensor | None]] = []

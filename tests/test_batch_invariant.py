@@ -24,7 +24,7 @@ from fastcoder.engine import Engine
 from fastcoder.ngram import NgramIndex
 from fastcoder.session import Session
 from fastcoder.trie import DraftTree
-from fastcoder.verifier import KVState, Verifier
+from fastcoder.verifier import PATH_PREFILL_ROWS, KVState, Verifier
 from fastcoder_bench.probes.ar_reference import ar_logits
 
 CONTEXTS = (300, 505, 1000)
@@ -63,14 +63,17 @@ def test_bf16_cpu_verifier_is_invariant_by_default(qwen_shaped, tiny_model):
 
 
 def _uniform_prefill(v: Verifier) -> Verifier:
-    """``v`` with prefill chunks its linear layers round as its steps: its own where they do
+    """``v`` with prefill chunks computed as its steps: its own where they are
     (``prefill_invariant``), else of at most ``uniform_rows`` rows (an Intel Xeon with AMX:
     oneDNN's calls of more than 32 rows round otherwise; the server keeps the faster 128-row
     chunks there, so a prefilled token's keys/values are not always the ones a step would
-    write; its tree steps stay within the limit)."""
-    assert v.buckets[-1] <= v.uniform_rows and v.prefill_invariant == (v.uniform_rows >= v.prefill_chunk)
+    write; its tree steps stay within the limit) and, with path attention, of at most
+    PATH_PREFILL_ROWS (longer chunks attend the plain way)."""
+    paths_ok = not v.paths or v.prefill_chunk <= PATH_PREFILL_ROWS
+    assert v.buckets[-1] <= v.uniform_rows and v.prefill_invariant == (v.uniform_rows >= v.prefill_chunk and paths_ok)
     if not v.prefill_invariant:
-        v.prefill_chunk = v.uniform_rows
+        v.prefill_chunk = min(v.uniform_rows, PATH_PREFILL_ROWS) if v.paths else v.uniform_rows
+        v.prefill_invariant = True
     return v
 
 

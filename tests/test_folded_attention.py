@@ -12,7 +12,7 @@ import torch
 from transformers import DynamicCache
 
 from conftest import build_model, random_tree
-from fastcoder import attention
+from fastcoder import attention, matmul
 from fastcoder.attention import NAME, folded_gqa_attention_forward
 from fastcoder.config import DecodeConfig
 from fastcoder.datastore import TokenDatastore
@@ -93,6 +93,41 @@ def test_every_bucket_equals_the_original_attention(pair, explicit):
         root = a.bonus
     n = len(rkv.ids)
     assert (rkv.cache.buf[..., :n, :] - fkv.cache.buf[..., :n, :]).abs().max() <= tol
+
+
+def test_path_attention_equals_the_original_attention(pair, monkeypatch):
+    """Path attention (every row attends its own path in two parts merged by their
+    log-sum-exp; fastcoder/attention.py) is the model's attention: in fp32 (asked for
+    with ``invariant=True``; the fp32 linear layers' rounding by row count, which would
+    cut the buckets to 1 row, is not what is checked here), tree steps of random shapes
+    with compaction in between, from
+    a 312-token prompt (rows on both sides of the 320-column block boundary: steps with
+    two bulk widths): logits within 4e-5 of the reference's (the merge sums in another
+    order), the same argmax, accepted path, bonus and KV cache."""
+    ref, folded = pair
+    monkeypatch.setattr(matmul, "uniform_rows", lambda model, rows: max(rows))
+    monkeypatch.setattr(matmul, "mark_one_row_rounding", lambda model: [])
+    rv, pv = Verifier(ref, fold_gqa=False), Verifier(folded, invariant=True)
+    assert pv.paths and not pv.exact_paths and not rv.paths
+    rng = random.Random(3)
+    vocab = ref.config.vocab_size
+    prompt = [rng.randrange(4, vocab) for _ in range(312)]
+    rkv, pkv = KVState(), KVState()
+    first = rv.prefill(rkv, prompt, reserve=600)
+    assert pv.prefill(pkv, prompt, reserve=600)[0] == first[0]
+    root, widths = first[0], set()
+    for size in [0, 3, 7, 15, pv.max_nodes, 2, 11, 0, 5, 9, 13, 6]:
+        tree = random_tree(rng, size, vocab)
+        a, b = rv.step(rkv, root, tree), pv.step(pkv, root, tree)
+        widths.add(len(pv._plan.groups))
+        err = (pv.last_logits - rv.last_logits).abs().max()
+        assert err <= 4 * TOL, (size, err)
+        assert torch.equal(pv.last_logits.argmax(-1), rv.last_logits.argmax(-1))
+        assert (a.accepted, a.bonus) == (b.accepted, b.bonus)
+        root = a.bonus
+    assert widths == {1, 2}  # some steps had rows on both sides of a block boundary
+    n = len(rkv.ids)
+    assert rkv.ids == pkv.ids and (rkv.cache.buf[..., :n, :] - pkv.cache.buf[..., :n, :]).abs().max() <= 4 * TOL
 
 
 def test_explicit_attention_decodes_as_the_original_attention(pair, tiny_tokenizer):

@@ -96,7 +96,8 @@ def test_a_cached_curve_sets_the_chunk_when_the_engine_reads_it(tiny_model, tiny
 
 
 def test_an_invariant_prefill_stays_invariant(tiny_tokenizer, monkeypatch):
-    """bf16 batch-invariant steps whose 128-row prefill chunks round as steps do: a 256-row
+    """bf16 batch-invariant steps without path attention whose 128-row prefill chunks round
+    as steps do: a 256-row
     chunk is taken only where its calls round the same; where they do not (the AMX kernel
     past 32 rows, here past 128) the verifier keeps 128 and says the prefill is invariant."""
     from conftest import build_model
@@ -104,12 +105,16 @@ def test_an_invariant_prefill_stays_invariant(tiny_tokenizer, monkeypatch):
     model = build_model("qwen2", len(tiny_tokenizer)).to(torch.bfloat16)
     limit = {"rows": 128}
     monkeypatch.setattr(matmul, "uniform_rows", lambda m, sizes: max(s for s in sizes if s <= limit["rows"]))
-    v = Verifier(model)
+    # with path attention (the default) chunks longer than PATH_PREFILL_ROWS attend the plain
+    # way: not invariant, so the faster chunk is taken at once
+    p = Verifier(model)
+    assert p.paths and not p.prefill_invariant and p.set_prefill_chunk(256) == 256
+    v = Verifier(model, path_attention=False)
     assert v.invariant and v.prefill_invariant and v.prefill_chunk == 128
     assert v.set_prefill_chunk(256) == 128 and v.prefill_chunk == 128 and v.prefill_invariant
     limit["rows"] = 4096
     assert v.set_prefill_chunk(256) == 256 and v.prefill_invariant and v.uniform_rows >= 256
     # where prefill was not invariant anyway (AMX: calls of more than 32 rows), it just switches
     monkeypatch.setattr(matmul, "uniform_rows", lambda m, sizes: 32 if max(sizes) > 32 else max(sizes))
-    w = Verifier(model)
+    w = Verifier(model, path_attention=False)
     assert not w.prefill_invariant and w.set_prefill_chunk(256) == 256 and not w.prefill_invariant

@@ -999,7 +999,7 @@ async def test_stats_report_methods_and_prefill_saving(client: LanguageClient):
     assert steps.pop("prefill_chunk") in PREFILL_CHUNKS_CPU  # (chosen by the cost curve, once measured)
     assert steps == {
         "mode": "eager", "captured": [], "failed": {}, "batch_invariant": False,
-        "exact_paths": False,
+        "exact_paths": False, "path_attention": False,
     }  # the CPU: no graphs; fp32
     assert info["total"]["generations"] >= 1
     method = info["methods"]["fastcoder"]

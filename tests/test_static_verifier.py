@@ -355,7 +355,7 @@ def test_a_failed_graph_capture_falls_back_for_that_shape_only(tiny_model, monke
     assert forced.use_graphs  # a failed shape does not turn graphs off for the others
     assert eager.graph_status() == {
         "mode": "eager", "captured": [], "failed": {}, "batch_invariant": False,
-        "exact_paths": False, "prefill_chunk": 128,
+        "exact_paths": False, "path_attention": False, "prefill_chunk": 128,
     }  # fp32
 
 
