@@ -268,5 +268,8 @@ def test_the_verifier_keeps_tree_steps_within_uniform_rows(tiny_tokenizer, monke
     assert status["uniform_rows"] == 32 and status["buckets"][-1] == 32 and status["prefill_invariant"] is False
     assert v.max_nodes == 31  # what the draft budget trims a tree to
     monkeypatch.setattr(matmul, "uniform_rows", lambda m, sizes: max(sizes))
-    v = Verifier(model)
+    v = Verifier(model, path_attention=False)
     assert v.buckets == BUCKETS and v.prefill_invariant
+    # with path attention (the default) 128-row chunks attend the plain way: not invariant
+    v = Verifier(model)
+    assert v.paths and v.buckets == BUCKETS and not v.prefill_invariant
