@@ -28,14 +28,14 @@ HF_METHODS: dict[str, tuple[str, dict]] = {
 # a verifier setting gives: "explicit" computes attention as two matrix products where it
 # probed that batch-invariant and faster (explicitAttention auto; fastcoder/attention.py);
 # "chain" has no path attention (Verifier.paths): on the CPU in bf16 it accepts along the
-# path of first children only, as before 2026-11-29
+# path of first children only, as before the forty-sixth session (2026-11-29)
 OTHER_ENGINES: dict[str, dict] = {"explicit": {"explicit_attention": None}, "chain": {"path_attention": False}}
 ENGINE_METHODS: dict[str, tuple[str, str, str]] = {
     # name: (base method, engine, label)
     "ar-explicit": ("ar", "explicit", "ar with the explicit attention where it pays (explicitAttention auto)"),
     "fastcoder-explicit": ("fastcoder", "explicit", "fastcoder with the explicit attention where it pays (explicitAttention auto)"),
-    "ar-chain": ("ar", "chain", "ar without path attention (before 2026-11-29)"),
-    "fastcoder-chain": ("fastcoder", "chain", "fastcoder without path attention: the first children's path only on the CPU in bf16 (before 2026-11-29)"),
+    "ar-chain": ("ar", "chain", "ar without path attention (as before the forty-sixth session, 2026-11-29)"),
+    "fastcoder-chain": ("fastcoder", "chain", "fastcoder without path attention: the first children's path only on the CPU in bf16 (as before the forty-sixth session)"),
 }
 
 ABLATIONS: dict[str, tuple[str, dict]] = {
