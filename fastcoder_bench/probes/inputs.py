@@ -27,10 +27,11 @@ def real_prompt(engine: Any, tokens: int) -> list[int]:
 
 
 def suite_harness(methods: list[str], tasks: int, max_new_tokens: int, model: str = "qwen2.5-coder-0.5b",
-                  record_margins: bool = False) -> tuple[Any, Any, list[Any], Any]:  # fmt: skip
+                  record_margins: bool = False, **engine_kw: Any) -> tuple[Any, Any, list[Any], Any]:  # fmt: skip
     """(engine, harness, tasks, curve): the repo suite's first ``tasks`` tasks, one engine
-    as ``fastcoder bench --suite repo`` builds it (auto dtype, packed weights, D_c), warmed
-    up and with a cost curve measured after the warm-up (``--cost-curve measure``)."""
+    as ``fastcoder bench --suite repo`` builds it (auto dtype, packed weights, D_c; other
+    :class:`~fastcoder.engine.Engine` settings in ``engine_kw``), warmed up and with a cost
+    curve measured after the warm-up (``--cost-curve measure``)."""
     from fastcoder.engine import Engine
     from fastcoder.models import load_model
     from fastcoder_bench.suite.cli import repo_suite
@@ -40,7 +41,7 @@ def suite_harness(methods: list[str], tasks: int, max_new_tokens: int, model: st
 
     chosen, corpora = repo_suite(None, tasks)
     loaded = load_model(model, dtype="auto", device="cpu", pack="auto", progress=False)
-    engine = Engine.from_loaded(loaded, record_margins=record_margins)
+    engine = Engine.from_loaded(loaded, record_margins=record_margins, **engine_kw)
     dc = ensure_common(loaded.tokenizer, progress=False, fingerprint=loaded.fingerprint)
     variants = make_variants(methods, ablate=False, max_new_tokens=max_new_tokens)
     harness = Harness(engine, variants, dc, max_new_tokens, 2048, corpora=dict(corpora), fingerprint=loaded.fingerprint)

@@ -23,7 +23,8 @@ n_tasks = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 max_new = int(sys.argv[2]) if len(sys.argv) > 2 else 512
 out = Path(sys.argv[3] if len(sys.argv) > 3 else "/tmp/any-path")
 out.mkdir(parents=True, exist_ok=True)
-engine, h, tasks, curve = suite_harness(["ar", "fastcoder", "fastcoder-branches"], n_tasks, max_new)
+# the verifier as it was before path attention (run before it existed; it is the default now)
+engine, h, tasks, curve = suite_harness(["ar", "fastcoder", "fastcoder-branches"], n_tasks, max_new, path_attention=False)
 print("curve", {n: [round(1e3 * s, 1) for s in secs] for n, secs in {curve.context_len: curve.seconds, **curve.by_length}.items()}, curve.ks)
 ver = engine.verifier
 exact = ver.exact_paths
