@@ -458,10 +458,6 @@ class Verifier:
         if invariant is None:
             invariant = self.device.type == "cpu" and not compile and self.dtype == torch.bfloat16
         self.invariant = bool(invariant) and not self.use_graphs and not compile
-        # accept along the depth-first path of first children only (see :meth:`step`): what
-        # keeps a tree's output AR's bit for bit where the steps are batch-invariant and
-        # the attention is not path attention (set below)
-        self.exact_paths = self.invariant
         # batch-invariant: the fewest query rows a forward runs. 1 where every linear layer
         # is packed and those whose 1-row call rounds differently run it as 2 rows
         # (matmul.mark_one_row_rounding); 2 otherwise (the whole forward padded)
@@ -498,12 +494,13 @@ class Verifier:
         self.explicit_from: int | None = self._explicit_boundary(explicit_attention)
         # batch-invariant steps whose every row attends its own path as AR lays it out
         # (attention.path_attention): any path of a tree is then exact, not only the first
-        # children's. None (auto): wherever the steps are batch-invariant, eager and folded
-        # (CPU bf16), unless the explicit attention is on
-        if path_attention is None:
-            path_attention = self.invariant and self.folded_attention and self.explicit_from is None
-        self.paths = bool(path_attention) and self.invariant and self.folded_attention and self.explicit_from is None \
-            and attention._flash_cpu is not None and self.device.type == "cpu"
+        # children's. None (auto) or True: wherever the steps are batch-invariant, eager and
+        # folded on the CPU (bf16 by default), unless the explicit attention is on; False: never
+        self.paths = path_attention is not False and self.invariant and self.folded_attention \
+            and self.explicit_from is None and attention._flash_cpu is not None and self.device.type == "cpu"
+        # accept along the depth-first path of first children only (see :meth:`step`): what
+        # keeps a tree's output AR's bit for bit where the steps are batch-invariant but the
+        # attention is not path attention
         self.exact_paths = self.invariant and not self.paths
         if self.paths:  # longer prefill chunks attend the plain way (PATH_PREFILL_ROWS)
             self.prefill_invariant = self.prefill_invariant and self.prefill_chunk <= PATH_PREFILL_ROWS
