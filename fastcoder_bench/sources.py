@@ -362,7 +362,8 @@ def _replay(args: argparse.Namespace) -> dict:
             srcs = sources_for(nm, task.group, dr)
             clear_memos(*(s.store for s in srcs if hasattr(s, "store")))  # each variant drafts equally cold
             drafter = make_drafter(cfg, srcs, pool=engine.pool)
-            oracle = ReplayVerifier(ref, eos, max_nodes=engine.verifier.max_nodes, exact_paths=engine.verifier.exact_paths)
+            oracle = ReplayVerifier(ref, eos, max_nodes=engine.verifier.max_nodes, exact_paths=engine.verifier.exact_paths,
+                                    paths=engine.verifier.paths)
             gen = generate(oracle, tok, drafter, ids, cfg, session=ses, stop_fn=task.stop_fn(), cost_curve=curve)
             if list(gen.tokens) != list(ref):
                 log.warning("%s on %s: replay output differs from the reference (stop rule?)", nm, task.id)

@@ -374,3 +374,43 @@ def test_fastcoder_bf16_output_is_ar_output_across_the_explicit_boundary(qwen_sh
     v.prefill(kv, ids, reserve=64)
     with pytest.raises(ValueError, match="straddle"):
         v.step(kv, 5, DraftTree(), forced=[6, 7, 8])
+
+
+def test_the_replay_verifier_refuses_the_rows_path_attention_refuses(qwen_shaped):
+    """The offline simulator's verifier (``ReplayVerifier(paths=True)``) walks as the real
+    one with path attention: for random trees at positions around PATH_BLOCK boundaries,
+    and the recorded output following each node's path in turn, it accepts exactly the
+    nodes before the first one whose row the real plan (``Verifier._path_plan``) marks not
+    exact, and every node of the path where none is."""
+    from types import SimpleNamespace
+
+    from conftest import random_tree
+
+    from fastcoder.replay import ReplayVerifier
+    from fastcoder.verifier import PATH_BLOCK
+
+    v = Verifier(qwen_shaped)
+    assert v.paths
+    cache = SimpleNamespace(capacity=4096, buf=torch.empty(1, 1, 1, qwen_shaped.config.num_key_value_heads, 1))
+    rng = random.Random(5)
+    compared = refused = 0
+    for past in (PATH_BLOCK * 5 - 9, PATH_BLOCK * 5 - 2, PATH_BLOCK * 5, PATH_BLOCK * 7 - 5):
+        for _ in range(6):
+            raw = random_tree(rng, rng.randrange(4, 16), 50)
+            tree = raw.permute(raw.depth_first())  # as Verifier.step lays it out
+            tree = type(tree)([1000 + i for i in range(len(tree))], tree.parents, tree.depths, tree.sources, tree.probs)
+            rows = len(tree) + 1
+            v._path_plan(past, rows, [0] + [p + 1 for p in tree.parents], [0] + list(tree.depths), cache)
+            for node in range(len(tree)):
+                path = [node]
+                while tree.parents[path[-1]] >= 0:
+                    path.append(tree.parents[path[-1]])
+                path.reverse()
+                want = next((j for j, a in enumerate(path) if not v._plan_ok[a + 1]), len(path))
+                rv = ReplayVerifier([7] + [tree.tokens[a] for a in path] + [9], eos=0, paths=True)
+                rv.prefill(None, [3] * past)  # the root (token 7) at position `past`
+                step = rv.step(None, 7, tree)
+                assert step.accepted == path[:want], (past, tree.parents, node)
+                compared += 1
+                refused += want < len(path)
+    assert compared > 100 and refused > 5

@@ -74,6 +74,7 @@ def replay_task(
     *,
     max_nodes: int = 127,
     exact_paths: bool = False,
+    paths: bool = False,
     stop_fn=None,
     reference: Sequence[int] | None = None,
     pool=None,
@@ -91,7 +92,7 @@ def replay_task(
     session = session if session is not None else Session(config)
     eos = sorted(_eos_ids(tokenizer, _NoModel()))
     verifier = ReplayVerifier(ar["tokens"], eos[0] if eos else 0, ended_by_eos=ar["stats"].get("stop_reason") == "eos",
-                              max_nodes=max_nodes, exact_paths=exact_paths)  # fmt: skip
+                              max_nodes=max_nodes, exact_paths=exact_paths, paths=paths)  # fmt: skip
     if stop_fn is None and rec.get("task", {}).get("indent") is not None:
         stop_fn = block_end(int(rec["task"]["indent"]), check_first_line=True)  # the suite's stop rule
     drafter = make_drafter(config, sources, reference=reference, pool=pool)
@@ -114,6 +115,7 @@ def replay(
     *,
     session_mode: str = "per-project",
     exact_paths: bool = False,
+    paths: bool = False,
 ) -> SimResult:
     """Replay one drafter configuration over the recorded tasks (in record order)."""
     from fastcoder.session import Session
@@ -129,7 +131,7 @@ def replay(
             session = Session(config)
         else:
             session = sessions.setdefault(group, Session(config))
-        gen = replay_task(rec, config, sources_for(rec), tokenizer, curve, session, exact_paths=exact_paths)
+        gen = replay_task(rec, config, sources_for(rec), tokenizer, curve, session, exact_paths=exact_paths, paths=paths)
         st = gen.stats
         if list(gen.tokens) != list(ar["tokens"]):
             log.warning("%s on %s: the replay's output differs from the recorded one", name, rec.get("id"))
@@ -167,8 +169,10 @@ def simulate_dir(out: Path, budgets: Sequence[int | None] = (None, 8, 16, 32, 64
     except (OSError, ValueError) as exc:
         raise FastCoderError(f"no readable {out / RUN_INFO}: {exc}") from exc
     spec = info["spec"]
-    # walk as the recorded run's verifier did (runs before exact paths existed: side branches)
-    exact_paths = bool((info.get("machine", {}).get("steps") or {}).get("exact_paths", False))
+    # walk as the recorded run's verifier did (runs before exact paths existed: side
+    # branches; with path attention: any path short of its block-crossing refusals)
+    steps = info.get("machine", {}).get("steps") or {}
+    exact_paths, paths = bool(steps.get("exact_paths", False)), bool(steps.get("path_attention", False))
     records = sorted(read_results(out), key=lambda r: r.get("index", 0))
     if not records:
         raise FastCoderError(f"{out} has no finished tasks to replay")
@@ -220,7 +224,7 @@ def simulate_dir(out: Path, budgets: Sequence[int | None] = (None, 8, 16, 32, 64
                 return Sources(dr=dr, dc=dc if v.use_dc else None)
 
             r = replay(records, v.name, cfg, sources_for, tokenizer, curve, session_mode=spec.get("session", "per-project"),
-                       exact_paths=exact_paths)  # fmt: skip
+                       exact_paths=exact_paths, paths=paths)  # fmt: skip
             rows.append(r.as_dict())
             log.info("%s budget %s: accept %.2f", v.name, r.budget, rows[-1]["mean_accept_len"] or 0)
     (out / "simulate.json").write_text(json.dumps({"spec": spec, "cost_curve": cc, "rows": rows}, indent=1))
