@@ -148,8 +148,10 @@ class Task:
 def make_task(path: Path, function: str) -> Task:
     text = path.read_text(encoding="utf-8")
     tree = ast.parse(text)
+    scope, _, name = function.rpartition(".")  # "Class.method" (as the suite names tasks) or a plain name
+    owners = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == scope] if scope else [tree]
     node = next(
-        (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == function),
+        (n for o in owners for n in ast.walk(o) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name),
         None,
     )
     if node is None:

@@ -34,8 +34,8 @@ N_AR = 24
 @pytest.fixture(scope="module")
 def qwen_shaped(tiny_tokenizer):
     torch.manual_seed(0)
-    cfg = Qwen2Config(
-        vocab_size=len(tiny_tokenizer), hidden_size=896, intermediate_size=4864, num_hidden_layers=2,
+    cfg = Qwen2Config(  # the vocabulary padded to whole 128-entry chunks, as Qwen2.5's (verifier.first_argmax)
+        vocab_size=128 * -(-len(tiny_tokenizer) // 128), hidden_size=896, intermediate_size=4864, num_hidden_layers=2,
         num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=4096,
         eos_token_id=0, bos_token_id=0, pad_token_id=0, tie_word_embeddings=False,
     )  # fmt: skip
