@@ -26,6 +26,26 @@ def real_prompt(engine: Any, tokens: int) -> list[int]:
     return engine.encode(bench_source().read_text(encoding="utf-8"))[:tokens]
 
 
+def prefilled_step(ctx: int, model: str = "qwen2.5-coder-0.5b", reserve: int = 128) -> Any:
+    """A verifier over ``model`` loaded as the server loads it on the CPU (dtype and
+    weight packing ``auto``) with :func:`real_prompt`'s first ``ctx`` tokens prefilled:
+    a namespace of ``loaded``, ``engine``, ``prompt``, ``verifier`` and its ``kv``, for
+    timing steps at a real context."""
+    from types import SimpleNamespace
+
+    from fastcoder.engine import Engine
+    from fastcoder.models import load_model
+    from fastcoder.verifier import KVState, Verifier
+
+    loaded = load_model(model, dtype="auto", device="cpu", pack="auto", progress=False)
+    engine = Engine.from_loaded(loaded)
+    prompt = real_prompt(engine, ctx)
+    verifier = Verifier(loaded.model)
+    kv = KVState()
+    verifier.prefill(kv, prompt, reserve=reserve)
+    return SimpleNamespace(loaded=loaded, engine=engine, prompt=prompt, verifier=verifier, kv=kv)
+
+
 def suite_harness(methods: list[str], tasks: int, max_new_tokens: int, model: str = "qwen2.5-coder-0.5b",
                   record_margins: bool = False, **engine_kw: Any) -> tuple[Any, Any, list[Any], Any]:  # fmt: skip
     """(engine, harness, tasks, curve): the repo suite's first ``tasks`` tasks, one engine

@@ -18,20 +18,13 @@ import time
 import torch
 
 import fastcoder.verifier as V
-from fastcoder.engine import Engine
-from fastcoder.models import load_model
 from fastcoder.trie import DraftTree
-from fastcoder.verifier import KVState, Verifier
-from fastcoder_bench.probes.inputs import real_prompt
+from fastcoder_bench.probes.inputs import prefilled_step
 
 ctx = int(sys.argv[1]) if len(sys.argv) > 1 else 1500
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 10
-loaded = load_model("qwen2.5-coder-0.5b", dtype="auto", device="cpu", pack="auto", progress=False)
-engine = Engine.from_loaded(loaded)
-prompt = real_prompt(engine, ctx)
-v = Verifier(loaded.model)
-kv = KVState()
-v.prefill(kv, prompt, reserve=128)
+at = prefilled_step(ctx)
+loaded, prompt, v, kv = at.loaded, at.prompt, at.verifier, at.kv
 chunked = (V.first_argmax, V.top_ids)
 torch_own = (lambda x: x.max(dim=-1).indices, lambda x, k: torch.topk(x, k, dim=-1).indices)
 

@@ -13,22 +13,15 @@ import sys
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from fastcoder.engine import Engine
-from fastcoder.models import load_model
 from fastcoder.trie import DraftTree
-from fastcoder.verifier import KVState, Verifier
-from fastcoder_bench.probes.inputs import real_prompt
+from fastcoder_bench.probes.inputs import prefilled_step
 from fastcoder_bench.probes.timing import curve_way_s
 
 ctx = int(sys.argv[1]) if len(sys.argv) > 1 else 1500
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 6
-loaded = load_model("qwen2.5-coder-0.5b", dtype="auto", device="cpu", pack="auto", progress=False)
-engine = Engine.from_loaded(loaded)
-prompt = real_prompt(engine, ctx)
-v = Verifier(loaded.model)
+at = prefilled_step(ctx)
+prompt, v, kv = at.prompt, at.verifier, at.kv
 print("threads", torch.get_num_threads(), "ctx", ctx, "paths", v.paths, "buckets", v.buckets)
-kv = KVState()
-v.prefill(kv, prompt, reserve=128)
 sizes = (1, 16)
 for n in sizes:  # warm
     curve_way_s(v, kv, prompt[99], DraftTree.chain(prompt[100 : 100 + n - 1], "probe"), 2)
