@@ -52,7 +52,7 @@ from fastcoder.verifier import PREFILL_CHUNKS_CPU, KVState, Verifier
 
 log = logging.getLogger(__name__)
 
-CURVE_VERSION = 11  # bump when the measurement changes, so old curves are re-measured (8: AR steps run 1 row; 9: q/k/v and gate/up fused; 10: each timed step after one of its size; 11: prefill chunks timed)
+CURVE_VERSION = 12  # bump when the measurement changes, so old curves are re-measured (8: AR steps run 1 row; 9: q/k/v and gate/up fused; 10: each timed step after one of its size; 11: prefill chunks timed; 12: lengths interleaved, short held below long)
 LENGTHS = (512, 2048)
 """Attended lengths (cached rows) the curve is measured at."""
 CONTENDED = 0.7
@@ -596,10 +596,21 @@ class CurveMeasurement:
     ``by_length``), run in small units that can stop between any two and go on later: a
     server measures its first curve while the model thread is idle, between requests
     (:meth:`run`), instead of before its first answer. A unit is a piece of a context's
-    prefill (:data:`PREFILL_PIECE` tokens) or one size's warm and timed step of a round;
-    the rounds interleave the sizes as :func:`measure` says. :meth:`conditions`: the
-    process's share of its threads' wall time on the CPU over the units run (1.0 on a quiet
-    machine; not judged on CUDA), recorded with the cached curve."""
+    prefill (:data:`PREFILL_PIECE` tokens; every length's context first, each in a cache
+    of its own) or one size's warm and timed step at one length; each round times every
+    size at every length, the lengths interleaved, so that a slow spell of a shared
+    machine falls on all of them alike. :meth:`conditions`: the process's share of its
+    threads' wall time on the CPU over the units run (1.0 on a quiet machine; not judged
+    on CUDA), recorded with the cached curve.
+
+    Why the lengths interleave (forty-seventh session, 2-vCPU Intel Xeon with AMX, the
+    issue's suite command): measured one after the other, the 512-row curve fell in a slow
+    spell and the 2,048-row one did not: 1 row 146 ms at 512 rows against 110 at 2,048,
+    16 rows 152 against 142, so trees looked almost free at short contexts (1.04x one row)
+    and the run drafted 14.9 tokens a step where the forty-sixth session's drafted 7.3,
+    at the same accepted length: FastCoder 2.00x AR there against 2.42x. A step attending
+    fewer rows never costs more, so :meth:`curve` also holds each length's curve at or
+    below every longer length's."""
 
     def __init__(self, verifier: Verifier, lengths: tuple[int, ...], rounds: int = 5) -> None:
         self.verifier = verifier
@@ -613,11 +624,10 @@ class CurveMeasurement:
         self.best = {n: [float("inf")] * len(ks) for n in self.lengths}
         self.units_total = sum(-(-n // PREFILL_PIECE) for n in self.lengths) + len(self.lengths) * rounds * len(ks)
         self.units_done = 0
-        self._phase = 0  # index into lengths
-        self._kv: KVState | None = None
-        self._ids: list[int] = []
-        self._base = 0
-        self._round = self._j = 0
+        self._filled = 0  # lengths whose context is prefilled
+        self._kvs: dict[int, KVState] = {}
+        self._ids: dict[int, list[int]] = {}
+        self._round = self._li = self._j = 0  # the next timed unit: round, length index, size index
         self._wall = self._cpu = 0.0
         # CPU: the prefill chunks timed (seconds, tokens per chunk size); CUDA keeps its one
         on_cpu = getattr(getattr(verifier, "device", None), "type", "cpu") == "cpu"
@@ -626,44 +636,50 @@ class CurveMeasurement:
 
     @property
     def done(self) -> bool:
-        return self._phase >= len(self.lengths)
+        return self._round >= self.rounds
 
     def _unit(self) -> None:
-        n = self.lengths[self._phase]
-        if self._kv is None:
-            vocab = int(getattr(self.verifier.model.config, "vocab_size", 1000))
-            gen = torch.Generator().manual_seed(0)
-            self._ids = torch.randint(10, max(11, vocab - 10), (n + 1 + max(self.ks),), generator=gen).tolist()
-            self._kv = KVState()
-        kv, ids, room = self._kv, self._ids, max(self.ks) + 1
-        if len(kv.ids) < n:  # the context, a piece at a time (the cache sized once for all of it)
+        room = max(self.ks) + 1
+        if self._filled < len(self.lengths):  # the contexts, a piece at a time (each cache sized once for all of it)
+            n = self.lengths[self._filled]
+            if n not in self._kvs:
+                vocab = int(getattr(self.verifier.model.config, "vocab_size", 1000))
+                gen = torch.Generator().manual_seed(0)
+                self._ids[n] = torch.randint(10, max(11, vocab - 10), (n + room,), generator=gen).tolist()
+                self._kvs[n] = KVState()
+            kv, ids = self._kvs[n], self._ids[n]
             done = len(kv.ids)
             upto = min(n, done + PREFILL_PIECE)
             # CPU: each piece in one of the prefill chunks, alternating (each length starts
             # with another, so neither always attends the longer context): what they cost a token
-            chunk = self._chunks[(done // PREFILL_PIECE + self._phase) % len(self._chunks)] if self._chunks else None
+            chunk = self._chunks[(done // PREFILL_PIECE + self._filled) % len(self._chunks)] if self._chunks else None
             t0 = time.perf_counter()
             self.verifier.prefill(kv, ids[:upto], reserve=n - upto + room, chunk=chunk)
             if chunk is not None:
                 spent = self._prefill.setdefault(chunk, [0.0, 0])
                 spent[0] += time.perf_counter() - t0
                 spent[1] += upto - done
-            self._base = len(kv.ids)
+            if upto == n:
+                self._filled += 1
             return
+        n = self.lengths[self._li]
+        kv, ids = self._kvs[n], self._ids[n]
         k = self.ks[self._j]
         tree = DraftTree.chain(ids[n + 1 : n + 1 + k], "probe")
         self.verifier.step(kv, ids[n], tree)  # untimed: the step before is of this size
-        kv.truncate(self._base)
+        kv.truncate(n)
         t0 = time.perf_counter()
         self.verifier.step(kv, ids[n], tree)
         best = self.best[n]
         best[self._j] = min(best[self._j], time.perf_counter() - t0)
-        kv.truncate(self._base)  # roll back whatever the step kept
+        kv.truncate(n)  # roll back whatever the step kept
         self._j += 1
         if self._j == len(self.ks):
-            self._j, self._round = 0, self._round + 1
-            if self._round == self.rounds:  # this length is measured
-                self._round, self._phase, self._kv, self._ids = 0, self._phase + 1, None, []
+            self._j, self._li = 0, self._li + 1
+            if self._li == len(self.lengths):
+                self._li, self._round = 0, self._round + 1
+                if self.done:  # every length measured: the caches go
+                    self._kvs, self._ids = {}, {}
 
     def run(self, stop: Callable[[], bool] = lambda: False) -> bool:
         """Units until the measurement is done (True) or ``stop()`` says so between two."""
@@ -682,7 +698,8 @@ class CurveMeasurement:
 
     def curve(self) -> CostCurve:
         """The measured curve (made non-decreasing: a lucky low sample at a large k must not
-        make the smaller ks look as cheap)."""
+        make the smaller ks look as cheap; and no length's step dearer than a longer
+        length's at the same k)."""
         if not self.done:
             raise RuntimeError("the cost curve is not measured yet")
         per = {}
@@ -691,6 +708,13 @@ class CurveMeasurement:
             for j in range(1, len(best)):
                 best[j] = max(best[j], best[j - 1])
             per[n] = best
+        # fewer attended rows never cost more: each length at or below every longer one's
+        # (the minimum of two non-decreasing curves is non-decreasing)
+        longer: list[float] | None = None
+        for n in sorted(per, reverse=True):
+            if longer is not None:
+                per[n] = [min(a, b) for a, b in zip(per[n], longer)]
+            longer = per[n]
         first = self.lengths[0]
         prefill = {c: secs / tokens for c, (secs, tokens) in self._prefill.items() if tokens}
         return CostCurve(self.ks, per[first], first, by_length={n: per[n] for n in self.lengths[1:]}, padded=self.padded,

@@ -395,3 +395,37 @@ def test_a_deferred_cost_curve_runs_generations_as_ar_until_measured(tiny_model,
     again = Engine(tiny_model, tiny_tokenizer, name=engine.name)
     assert not again.defer_cost_curve() and again.curve_state() == {"state": "cache"}
     assert again.cost_curve().seconds == engine.cost_curve().seconds
+
+
+def test_a_measurement_interleaves_its_lengths_and_holds_short_ones_below_long_ones(tiny_model, monkeypatch) -> None:
+    """Every round times every size at every length (a slow spell of a shared machine falls
+    on all lengths alike), and a length's curve never exceeds a longer length's: a step
+    attending fewer rows never costs more (forty-seventh session: measured one after the
+    other, 512 rows fell in a slow spell, 1 row 146 ms there against 110 at 2,048, and
+    trees looked free at short contexts)."""
+    import fastcoder.budget as budget
+    from fastcoder.verifier import Verifier
+
+    v = Verifier(tiny_model, buckets=(1, 4, 8))
+    m = budget.CurveMeasurement(v, (300, 700), rounds=2)
+    order: list[tuple[int, int]] = []
+    step = v.step
+
+    def spy(kv, root, tree, **kw):
+        order.append((len(kv.ids), len(tree)))
+        return step(kv, root, tree, **kw)
+
+    monkeypatch.setattr(v, "step", spy)
+    m.finish()
+    timed = order[1::2]  # each size's warm step, then its timed one
+    sizes = len(m.ks)
+    assert [n for n, _ in timed] == ([300] * sizes + [700] * sizes) * 2  # round 1: both lengths, round 2: both
+    assert [k for _, k in timed[:sizes]] == m.ks
+    # a slow spell on the short length's samples only: its curve is held at the long one's
+    m.best[300] = [9.0] * sizes
+    m.best[700] = [1.0 + 0.1 * j for j in range(sizes)]
+    curve = m.curve()
+    assert curve.seconds == curve.by_length[700] == m.best[700]
+    m.best[300] = [0.5 + 0.2 * j for j in range(sizes)]  # below it: kept (non-decreasing, at most the long one's)
+    curve = m.curve()
+    assert curve.seconds == [min(0.5 + 0.2 * j, 1.0 + 0.1 * j) for j in range(sizes)]
