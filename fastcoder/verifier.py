@@ -410,9 +410,10 @@ def first_argmax(logits: torch.Tensor) -> torch.Tensor:
     answer), through the chunks' maxima: the first chunk holding the row's maximum, then
     the first entry of it equal to the maximum (the ``argmax`` of a 0/1 mask, which
     returns the first). Exact: a maximum is compared, never computed. 2-vCPU Intel Xeon
-    with AMX, 17 rows of a 151,936-token vocabulary in bf16: 0.8-1.0 ms against 2.2-3.0
-    for ``max(dim=-1)`` (the fastest of PyTorch's own, 4.9 for ``argmax``: forty-seventh
-    session). Falls back to ``max`` where the vocabulary does not split into chunks."""
+    with AMX, 17 rows of a 151,936-token vocabulary in bf16: 1.4-1.6 ms against 2.3-3.0
+    for ``max(dim=-1)`` (the fastest of PyTorch's own; 6.9-7.3 for ``argmax``), float32
+    0.6 against 2.4 (forty-seventh session, ``docs/bench/probes-s47/reductions_micro.py``).
+    Falls back to ``max`` where the vocabulary does not split into chunks."""
     split = _chunked(logits)
     if split is None:
         return logits.max(dim=-1).indices
@@ -428,8 +429,9 @@ def top_ids(logits: torch.Tensor, k: int) -> torch.Tensor:
     """The ``k`` largest entries' indices of every row of 2-D ``logits``, largest first
     (``torch.topk(...).indices`` up to the order of equal values): the k chunks with the
     largest maxima hold them, so ``topk`` runs over the chunk maxima and then over those
-    k chunks' entries only. 17 rows of 151,936 in bf16, k = 4: 1.7 against 4.4-4.9 ms
-    (same machine). Token recycling's source (drafts only: the output never depends on it)."""
+    k chunks' entries only. 17 rows of 151,936 in bf16, k = 4: 1.35-1.7 against 3.9-4.9 ms
+    (same machine and probe). Token recycling's source (drafts only: the output never
+    depends on it)."""
     split = _chunked(logits, k)
     if split is None:
         return torch.topk(logits, k, dim=-1).indices
