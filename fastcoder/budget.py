@@ -37,10 +37,11 @@ import heapq
 import json
 import logging
 import os
+import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from time import monotonic as _wall_clock, process_time as _cpu_clock  # a unit's share of the CPU (not the steps' timer)
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +53,7 @@ from fastcoder.verifier import PREFILL_CHUNKS_CPU, KVState, Verifier
 
 log = logging.getLogger(__name__)
 
-CURVE_VERSION = 12  # bump when the measurement changes, so old curves are re-measured (8: AR steps run 1 row; 9: q/k/v and gate/up fused; 10: each timed step after one of its size; 11: prefill chunks timed; 12: lengths interleaved, short held below long)
+CURVE_VERSION = 13  # bump when the measurement changes, so old curves are re-measured (8: AR steps run 1 row; 9: q/k/v and gate/up fused; 10: each timed step after one of its size; 11: prefill chunks timed; 12: lengths interleaved, short held below long; 13: prefill pieces timed in every chunk)
 LENGTHS = (512, 2048)
 """Attended lengths (cached rows) the curve is measured at."""
 CONTENDED = 0.7
@@ -68,9 +69,12 @@ machine's own step so that a fast or slow phase of a shared machine moves both a
 256-row one ~14; a 2-vCPU Intel Xeon with AMX (forty-fourth session): a 256-row chunk 3.6-4.8
 steps, in a fast phase (0.42 s / 102-118 ms) and a slow one (0.57 s / 118 ms) alike, where
 an absolute bound of 0.5 s first chose 256 and then, in the slow phase, 128."""
-PREFILL_GAIN = 0.9
+PREFILL_GAIN = 0.95
 """A larger prefill chunk is chosen only where it costs at most this fraction of the
-smallest chunk's time per token."""
+smallest chunk's time per token. 0.9 while the chunks were timed on different pieces (a
+margin against that noise); with pieces timed in both (:func:`paired_prefill`) the median
+ratio's own spread is ~0.02 on the AMX Xeon (true ratio ~0.88), so 0.95 keeps its choice
+steady there; a CPU near 0.95 gains ~5% by either choice."""
 
 
 @dataclass
@@ -91,7 +95,8 @@ class CostCurve:
     they have (eager), so a size between two measured ones costs in between."""
     prefill: dict[int, float] = field(default_factory=dict)
     """Prefill seconds per token by chunk rows (CPU: :data:`~fastcoder.verifier.PREFILL_CHUNKS_CPU`,
-    timed on alternate pieces of the measurement's contexts); empty: not measured."""
+    each piece of the measurement's contexts timed in every chunk: :func:`paired_prefill`);
+    empty: not measured."""
 
     def at(self, length: int) -> "CostCurve":
         """The curve for a step attending ``length`` cached rows: per bucket, linear in
@@ -588,7 +593,40 @@ def measure(verifier: Verifier, context_len: int = 512, rounds: int = 5) -> Cost
 
 
 PREFILL_PIECE = 256
-"""Tokens of a measurement's context prefilled per unit (:class:`CurveMeasurement`)."""
+"""Tokens of a measurement's context prefilled per unit (:class:`CurveMeasurement`); on the
+CPU each piece is prefilled once in each of :data:`~fastcoder.verifier.PREFILL_CHUNKS_CPU`
+(a unit each), the cache rolled back to the piece's start in between."""
+
+
+def paired_prefill(pieces: Sequence[Mapping[int, float]]) -> dict[int, float]:
+    """Prefill seconds a token by chunk rows from pieces each timed in every chunk
+    (``{rows: seconds a token}`` per piece): the smallest chunk's best piece (as the
+    curve's steps are each size's best round: :meth:`CostCurve.prefill_chunk` weighs a
+    chunk's forward against a step), and each larger chunk's as that times the median of
+    its ratio to the smallest chunk on the same piece. Empty when no piece was timed in
+    two chunks.
+
+    Why paired (forty-eighth session, 2-vCPU Intel Xeon with AMX): the pieces were timed in
+    one chunk each, alternately, and the choice compared the sums; a slow spell over a few
+    pieces moved it, and 256-row chunks cost 0.87-0.97x a token of 128-row ones in
+    successive measurements, so the chunk chosen flipped between runs (and with it the
+    first request's latency and, where long chunks round otherwise, AR's output). The same
+    256 tokens re-prefilled as 2 x 128 and 1 x 256 rows in turn gave 256/128 = 0.878 as
+    the median of 48 pairs (quartiles 0.857 / 0.910; ``docs/bench/probes-s48/chunk_rows_paired.py``).
+    Why the best piece: a first version took the median, and one of three measurements in
+    a row (``docs/bench/probes-s48/curve_prefill_choice.py``) met its prefill in a slow spell
+    (2.51 ms a token at 128 rows against 1.83-1.89 in the others) and its steps in a fast one
+    (a 1-row step 73 ms against 106-118): a 256-row chunk came to 8.2 steps, past
+    :data:`PREFILL_HOLD_STEPS`, and the choice fell back to 128 rows."""
+    both = [p for p in pieces if len(p) >= 2]
+    if not both:
+        return {}
+    smallest = min(both[0])
+    out = {smallest: min(p[smallest] for p in both)}
+    for rows in both[0]:
+        if rows != smallest:
+            out[rows] = out[smallest] * statistics.median(p[rows] / p[smallest] for p in both if rows in p)
+    return out
 
 
 class CurveMeasurement:
@@ -596,8 +634,8 @@ class CurveMeasurement:
     ``by_length``), run in small units that can stop between any two and go on later: a
     server measures its first curve while the model thread is idle, between requests
     (:meth:`run`), instead of before its first answer. A unit is a piece of a context's
-    prefill (:data:`PREFILL_PIECE` tokens; every length's context first, each in a cache
-    of its own) or one size's warm and timed step at one length; each round times every
+    prefill in one chunk (:data:`PREFILL_PIECE` tokens; every length's context first, each in
+    a cache of its own; on the CPU each piece in every prefill chunk, :func:`paired_prefill`) or one size's warm and timed step at one length; each round times every
     size at every length, the lengths interleaved, so that a slow spell of a shared
     machine falls on all of them alike. :meth:`conditions`: the process's share of its
     threads' wall time on the CPU over the units run (1.0 on a quiet machine; not judged
@@ -622,17 +660,20 @@ class CurveMeasurement:
             ks = sorted(set(ks) | {k for k in UNPADDED_POINTS if k < max(ks)})
         self.ks = ks
         self.best = {n: [float("inf")] * len(ks) for n in self.lengths}
-        self.units_total = sum(-(-n // PREFILL_PIECE) for n in self.lengths) + len(self.lengths) * rounds * len(ks)
+        on_cpu = getattr(getattr(verifier, "device", None), "type", "cpu") == "cpu"
+        self._chunks = PREFILL_CHUNKS_CPU if on_cpu else ()
+        pieces = sum(-(-n // PREFILL_PIECE) for n in self.lengths)
+        self.units_total = pieces * max(1, len(self._chunks)) + len(self.lengths) * rounds * len(ks)
         self.units_done = 0
         self._filled = 0  # lengths whose context is prefilled
         self._kvs: dict[int, KVState] = {}
         self._ids: dict[int, list[int]] = {}
         self._round = self._li = self._j = 0  # the next timed unit: round, length index, size index
         self._wall = self._cpu = 0.0
-        # CPU: the prefill chunks timed (seconds, tokens per chunk size); CUDA keeps its one
-        on_cpu = getattr(getattr(verifier, "device", None), "type", "cpu") == "cpu"
-        self._chunks = PREFILL_CHUNKS_CPU if on_cpu else ()
-        self._prefill: dict[int, list] = {}
+        # CPU: every piece timed in each prefill chunk (seconds a token, by chunk rows); CUDA
+        # prefills each piece once, in its one chunk
+        self._pieces: list[dict[int, float]] = []
+        self._pending: list[tuple[int, int, int | None]] = []  # the current piece's runs to go
 
     @property
     def done(self) -> bool:
@@ -648,18 +689,20 @@ class CurveMeasurement:
                 self._ids[n] = torch.randint(10, max(11, vocab - 10), (n + room,), generator=gen).tolist()
                 self._kvs[n] = KVState()
             kv, ids = self._kvs[n], self._ids[n]
-            done = len(kv.ids)
-            upto = min(n, done + PREFILL_PIECE)
-            # CPU: each piece in one of the prefill chunks, alternating (each length starts
-            # with another, so neither always attends the longer context): what they cost a token
-            chunk = self._chunks[(done // PREFILL_PIECE + self._filled) % len(self._chunks)] if self._chunks else None
+            if not self._pending:  # a new piece: in each CPU prefill chunk in turn, the order alternating piece to piece
+                start = len(kv.ids)
+                order = list(self._chunks) if self._chunks else [None]
+                if len(self._pieces) % 2:
+                    order.reverse()
+                self._pieces.append({})
+                self._pending = [(start, min(n, start + PREFILL_PIECE), c) for c in order]
+            start, upto, chunk = self._pending.pop(0)
+            kv.truncate(start)  # the piece once more, in the next chunk: from its start
             t0 = time.perf_counter()
             self.verifier.prefill(kv, ids[:upto], reserve=n - upto + room, chunk=chunk)
             if chunk is not None:
-                spent = self._prefill.setdefault(chunk, [0.0, 0])
-                spent[0] += time.perf_counter() - t0
-                spent[1] += upto - done
-            if upto == n:
+                self._pieces[-1][chunk] = (time.perf_counter() - t0) / (upto - start)
+            if upto == n and not self._pending:
                 self._filled += 1
             return
         n = self.lengths[self._li]
@@ -716,7 +759,7 @@ class CurveMeasurement:
                 per[n] = [min(a, b) for a, b in zip(per[n], longer)]
             longer = per[n]
         first = self.lengths[0]
-        prefill = {c: secs / tokens for c, (secs, tokens) in self._prefill.items() if tokens}
+        prefill = paired_prefill(self._pieces)
         return CostCurve(self.ks, per[first], first, by_length={n: per[n] for n in self.lengths[1:]}, padded=self.padded,
                          prefill=prefill)  # fmt: skip
 

@@ -213,10 +213,10 @@ def test_a_measurement_stops_between_units_and_goes_on_later(tiny_model) -> None
 
     v = Verifier(tiny_model, buckets=(1, 4, 8))
     m = budget.CurveMeasurement(v, (600, 1100), rounds=2)
-    # prefill pieces of 256 tokens (3 + 5), then 2 rounds of the sizes per length (the
-    # buckets', and 6 rows where steps run the rows they have)
+    # prefill pieces of 256 tokens (3 + 5), each in both CPU prefill chunks, then 2 rounds
+    # of the sizes per length (the buckets', and 6 rows where steps run the rows they have)
     assert m.ks == ([0, 3, 7] if v.padded else [0, 3, 5, 7])
-    assert m.units_total == 3 + 5 + 2 * 2 * len(m.ks)
+    assert m.units_total == (3 + 5) * 2 + 2 * 2 * len(m.ks)
     other = KVState()
     calls = 0
     while not m.done:

@@ -29,7 +29,8 @@ def _curve(prefill: dict[int, float], step: float = 0.1) -> CostCurve:
         ({128: 2.71e-3, 256: 2.23e-3}, 0.118, 256),  # AMX, slow phase: 18% cheaper, 4.8 steps
         ({128: 1.7e-3, 256: 1.6e-3}, 0.029, 128),  # EPYC-like: 6% cheaper a token (and 14 steps)
         ({128: 2.0e-3, 256: 1.5e-3}, 0.029, 128),  # cheaper by a quarter, but a chunk of 13 steps: too long a hold
-        ({128: 1.0e-3, 256: 0.95e-3}, 0.1, 128),  # quick, but not cheaper enough a token
+        ({128: 1.0e-3, 256: 0.97e-3}, 0.1, 128),  # quick, but not cheaper enough a token
+        ({128: 1.0e-3, 256: 0.88e-3}, 0.1, 256),  # AMX, paired pieces (median 0.878)
         ({128: 2.0e-3}, 0.1, 128),  # one chunk timed: nothing to choose
         ({}, 0.1, 128),  # an older curve: nothing timed
     ],
@@ -43,15 +44,35 @@ def test_an_older_cached_curve_has_no_prefill_timing():
     assert CostCurve.from_json({"ks": [0, 3], "seconds": [0.1, 0.2]}).prefill == {}
 
 
-def test_the_measurement_times_each_cpu_chunk_on_alternate_pieces(tiny_model):
+def test_the_measurement_times_every_piece_in_each_cpu_chunk(tiny_model):
     v = Verifier(tiny_model, buckets=(1, 4))
     seen = []
     prefill = v.prefill
-    v.prefill = lambda kv, ids, reserve=None, **kw: seen.append(kw.get("chunk")) or prefill(kv, ids, reserve, **kw)
-    curve = budget.CurveMeasurement(v, (600, 1100), rounds=1).finish()
-    # 3 pieces of the 600-token context from 128, 5 of the 1,100 one from 256
-    assert seen == [128, 256, 128, 256, 128, 256, 128, 256]
+    v.prefill = lambda kv, ids, reserve=None, **kw: seen.append((len(kv.ids), len(ids), kw.get("chunk"))) or prefill(kv, ids, reserve, **kw)
+    m = budget.CurveMeasurement(v, (600, 1100), rounds=1)
+    curve = m.finish()
+    assert m.units_done == m.units_total
+    # 3 pieces of the 600-token context, 5 of the 1,100 one; each prefilled from its start
+    # in both chunks, the order alternating piece to piece
+    pieces = [(0, 256), (256, 512), (512, 600), (0, 256), (256, 512), (512, 768), (768, 1024), (1024, 1100)]
+    expected = []
+    for i, (a, b) in enumerate(pieces):
+        for c in (PREFILL_CHUNKS_CPU if i % 2 == 0 else PREFILL_CHUNKS_CPU[::-1]):
+            expected.append((a, b, c))
+    assert seen == expected
     assert set(curve.prefill) == set(PREFILL_CHUNKS_CPU) and all(0 < x < 1 for x in curve.prefill.values())
+
+
+def test_paired_pieces_give_the_median_ratio_whatever_a_slow_spell_does():
+    # the fourth piece fell in a slow spell for both chunks; the third for 256 rows only
+    pieces = [{128: 2.0e-3, 256: 1.76e-3}, {128: 2.2e-3, 256: 1.9e-3}, {128: 2.1e-3, 256: 4.0e-3},
+              {128: 6.0e-3, 256: 5.3e-3}, {128: 2.4e-3, 256: 2.1e-3}]  # fmt: skip
+    got = budget.paired_prefill(pieces)
+    ratios = sorted(p[256] / p[128] for p in pieces)
+    assert got[128] == pytest.approx(2.0e-3) and got[256] / got[128] == pytest.approx(ratios[2])  # best piece, median ratio
+    assert _curve(got).prefill_chunk(PREFILL_CHUNK_CPU) == 256  # the sums would say 15.0 / 14.7: 0.98, too little
+    assert sum(p[256] for p in pieces) / sum(p[128] for p in pieces) > budget.PREFILL_GAIN
+    assert budget.paired_prefill([{128: 1e-3}]) == {} and budget.paired_prefill([]) == {}
 
 
 def test_the_engine_prefills_in_the_chunk_its_curve_chose(tiny_model, tiny_tokenizer):
