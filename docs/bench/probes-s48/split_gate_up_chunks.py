@@ -1,14 +1,16 @@
-"""The gate/up column split timed chunk by chunk (forty-eighth session).
+"""Does running the fused gate/up projection as column parts speed a prefill? Timed chunk
+by chunk (forty-eighth session).
 
-As split_gate_up.py, but the unit is one prefill chunk: a real 2,048-token prompt
-prefilled once, then ROUNDS rounds of: for each start in STARTS, the chunk of CHUNK rows at
-that start re-run (the cache rolled back to it) whole and split, the order alternating
-(``fastcoder_bench.probes.timing.interleaved_ms``). Paired per round and start, robust to
-the VM's slow drifts. Prints the median split/whole ratio per start and overall.
+Qwen2.5-Coder-0.5B as the server loads it (dtype/pack auto); the fused gate/up layer (896 ->
+9,728) called whole or as PARTS packed column blocks (outputs joined by ``torch.cat``) for
+calls of at least 64 rows. First checks that the split layer's outputs equal the whole
+one's bit for bit at 1, 16, 64, 128, 256 rows. Then a real 2,048-token prompt prefilled
+once, and ROUNDS rounds of: for each start in STARTS, the chunk of CHUNK rows at that start
+re-run (the cache rolled back to it) whole and split, paired
+(``fastcoder_bench.probes.timing.paired_ratios``). Prints the split/whole ratios.
 
     python docs/bench/probes-s48/split_gate_up_chunks.py [CHUNK] [PARTS] [ROUNDS]
 """
-import statistics
 import sys
 
 import torch
@@ -16,12 +18,11 @@ import torch
 from fastcoder.matmul import FusedPackedLinear
 from fastcoder.verifier import KVState
 from fastcoder_bench.probes.inputs import prefilled_step, real_prompt
-from fastcoder_bench.probes.timing import interleaved_ms
+from fastcoder_bench.probes.timing import paired_ratios, ratio_summary
 
 chunk = int(sys.argv[1]) if len(sys.argv) > 1 else 128
 parts = int(sys.argv[2]) if len(sys.argv) > 2 else 4
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 10
-STARTS = (256, 1024, 1792)
 at = prefilled_step(64)
 v = at.verifier
 prompt = real_prompt(at.engine, 2048)
@@ -41,11 +42,19 @@ def forward(self, x):
 
 
 FusedPackedLinear.forward = forward
+with torch.inference_mode():
+    m = next(m for m in at.loaded.model.modules() if isinstance(m, FusedPackedLinear) and m.out_features > 4000)
+    for rows in (1, 16, 64, 128, 256):
+        x = torch.randn(1, rows, m.in_features, dtype=torch.bfloat16) * 3
+        SPLIT["on"] = False
+        a = m(x)
+        SPLIT["on"] = True
+        print(f"rows {rows}: split equals whole bit for bit: {torch.equal(a, m(x))}")
 kv = KVState()
 v.prefill(kv, prompt, reserve=128, chunk=chunk)
 
 
-def run(start, on):
+def make(start, on):
     def f():
         SPLIT["on"] = on
         kv.truncate(start)
@@ -53,13 +62,4 @@ def run(start, on):
     return f
 
 
-ratios = {s: [] for s in STARTS}
-for r in range(rounds):
-    for s in STARTS:
-        t = interleaved_ms({"whole": run(s, False), "split": run(s, True)}, rounds=2, warmup=1)
-        ratios[s] += [b / a for a, b in zip(t["whole"], t["split"])]
-    print(f"round {r}: " + ", ".join(f"{s}: {statistics.median(ratios[s][-2:]):.3f}" for s in STARTS), flush=True)
-allr = [x for s in STARTS for x in ratios[s]]
-q = statistics.quantiles(allr, n=4)
-print("split/whole median by start: " + ", ".join(f"{s}: {statistics.median(ratios[s]):.3f}" for s in STARTS))
-print(f"overall median {statistics.median(allr):.3f} (quartiles {q[0]:.3f} / {q[2]:.3f}, n={len(allr)})")
+print(ratio_summary(paired_ratios(make, False, True, (256, 1024, 1792), rounds), "split/whole"))
