@@ -634,9 +634,10 @@ class CurveMeasurement:
     ``by_length``), run in small units that can stop between any two and go on later: a
     server measures its first curve while the model thread is idle, between requests
     (:meth:`run`), instead of before its first answer. A unit is a piece of a context's
-    prefill in one chunk (:data:`PREFILL_PIECE` tokens; every length's context first, each in
-    a cache of its own; on the CPU each piece in every prefill chunk, :func:`paired_prefill`) or one size's warm and timed step at one length; each round times every
-    size at every length, the lengths interleaved, so that a slow spell of a shared
+    prefill in one chunk (:data:`PREFILL_PIECE` tokens; every length's context first, each
+    in a cache of its own; on the CPU each piece in every prefill chunk,
+    :func:`paired_prefill`) or one size's warm and timed step at one length; each round
+    times every size at every length, the lengths interleaved, so that a slow spell of a shared
     machine falls on all of them alike. :meth:`conditions`: the process's share of its
     threads' wall time on the CPU over the units run (1.0 on a quiet machine; not judged
     on CUDA), recorded with the cached curve.

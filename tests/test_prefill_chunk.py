@@ -70,7 +70,8 @@ def test_paired_pieces_give_the_median_ratio_whatever_a_slow_spell_does():
     got = budget.paired_prefill(pieces)
     ratios = sorted(p[256] / p[128] for p in pieces)
     assert got[128] == pytest.approx(2.0e-3) and got[256] / got[128] == pytest.approx(ratios[2])  # best piece, median ratio
-    assert _curve(got).prefill_chunk(PREFILL_CHUNK_CPU) == 256  # the sums would say 15.0 / 14.7: 0.98, too little
+    assert _curve(got).prefill_chunk(PREFILL_CHUNK_CPU) == 256
+    # the sums, as the measurement compared them before: 15.06 / 14.7 ms, 1.02x: 128 rows kept
     assert sum(p[256] for p in pieces) / sum(p[128] for p in pieces) > budget.PREFILL_GAIN
     assert budget.paired_prefill([{128: 1e-3}]) == {} and budget.paired_prefill([]) == {}
 
