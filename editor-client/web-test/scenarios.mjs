@@ -763,9 +763,13 @@ async function suggestWidget() {
         // the ghost text while the widget is open, and the answer that carried it
         let shown = '';
         let answer;
+        // only the requests made for the row now selected: the one VS Code sent for the row
+        // selected before the arrowing (FastCoder's own item) may be answered first
+        const rowText = (row.label ?? '').trim();
         for (const until = Date.now() + 60000; Date.now() < until; await sleep(200)) {
             const asked = requests('textDocument/inlineCompletion').slice(seen)
-                .filter((r) => r.params.context?.selectedCompletionInfo && r.responses.length && !r.responses[0].error);
+                .filter((r) => r.params.context?.selectedCompletionInfo && r.responses.length && !r.responses[0].error
+                    && (!rowText || r.params.context.selectedCompletionInfo.text.trim() === rowText));
             answer = asked.at(-1);
             const items = answer ? [answer.responses[0].result].flatMap((res) => (Array.isArray(res) ? res : res?.items ?? [])) : [];
             shown = await ghost();
