@@ -48,6 +48,7 @@ from fastcoder.drafters import ReuseDrafter, Sources
 from fastcoder.edit import (EDIT_FALLBACK_TREE, edit_code, edit_config, edit_prompt_text, edit_reference, edit_stop_rule,
                             edit_token_cap, finish_edit)
 from fastcoder_bench.output import recording
+from fastcoder_bench.suite.report import first_diff
 
 
 @dataclass(frozen=True)
@@ -249,13 +250,6 @@ def load_avg() -> str:
         return "load average %.2f %.2f %.2f" % os.getloadavg()
     except OSError:
         return "load average unknown"
-
-
-def first_diff(a: Sequence[int], b: Sequence[int]) -> int | None:
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 def fmt_row(cols: Sequence, widths: Sequence[int]) -> str:

@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         common=args.common or "stdlib", seed=args.seed or 0, pass_at_1=bool(args.pass_at_1), device=args.device,
         tasks_file=str(Path(args.tasks).resolve()) if args.tasks else None, projects=args.projects,
         threads=args.threads, cost_curve=args.cost_curve, max_draft_tokens=args.max_draft_tokens,
-        pack_weights=args.pack_weights,
+        pack_weights=args.pack_weights, margins=args.margins,
     )
     out.mkdir(parents=True, exist_ok=True)
     info = check_run_info(out, spec, force=args.force)
@@ -177,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
     machine = machine_info()
     loaded = load_model(args.model, dtype=args.dtype, device=args.device, pack=args.pack_weights, progress=not args.quiet)
     dtype = str(loaded.dtype).removeprefix("torch.")
-    engine = Engine.from_loaded(loaded, record_margins=True)
+    timed_margins = args.margins == "timed"
+    engine = Engine.from_loaded(loaded, record_margins=timed_margins)
     machine["matmul"] = loaded.matmul
     if args.common in (None, "", "stdlib"):
         from indexer.common import ensure_common
@@ -192,12 +193,12 @@ def run(args: argparse.Namespace) -> int:
     from fastcoder_bench.suite.variants import OTHER_ENGINES
 
     # the same model under another verifier setting, for the methods that name one
-    engines = {name: Engine.from_loaded(loaded, record_margins=True, **OTHER_ENGINES[name])
+    engines = {name: Engine.from_loaded(loaded, record_margins=timed_margins, **OTHER_ENGINES[name])
                for name in dict.fromkeys(v.engine for v in variants if v.engine)}
     harness = Harness(
         engine, variants, dc, args.max_new_tokens, args.max_prompt_tokens,
         session_mode=args.session, pass_at_1=args.pass_at_1, corpora=dict(corpora), fingerprint=loaded.fingerprint,
-        engines=engines,
+        engines=engines, margins=args.margins,
     )
     interrupted = False
     if pending:
@@ -365,6 +366,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--max-draft-tokens", type=int, default=None, metavar="K",
                    help="fixed draft tree size for rest and fastcoder instead of the cost curve's choice "
                         "(a curve measured under heavy load prices large trees far too high)")
+    p.add_argument("--margins", choices=("untimed", "timed"), default="untimed",
+                   help="AR's top-2 logit margins for the divergence table: untimed (default: no timed step computes "
+                        "margins, as the hf-* rows compute none; where a task's outputs differ, AR decodes it once more, "
+                        "untimed, with margins) or timed (every method of ours records them inside its timed steps)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_main)
     return p

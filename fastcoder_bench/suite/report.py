@@ -86,7 +86,7 @@ def _by_bucket(stats: Sequence[dict]) -> dict[str, dict[str, float]]:
     return {str(b): {"steps": int(n), "ms_per_step": 1000.0 * sec / n if n else 0.0} for b, (n, sec) in sorted(acc.items())}
 
 
-def _first_diff(a: Sequence[int], b: Sequence[int]) -> int | None:
+def first_diff(a: Sequence[int], b: Sequence[int]) -> int | None:
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
             return i
@@ -175,7 +175,7 @@ def build_report(
             identical.append(same)
             identical_tokens.append(r["tokens"] == ar["tokens"])
             if not same:
-                i = _first_diff(ar["tokens"], r["tokens"])
+                i = first_diff(ar["tokens"], r["tokens"])
                 d: dict[str, Any] = {"task": rec["id"], "first_diff_token": i}
                 if i is not None:
                     at = ar["tokens"][i] if i < len(ar["tokens"]) else None

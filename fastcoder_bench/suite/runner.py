@@ -51,6 +51,7 @@ class RunSpec:
     cost_curve: str = "cached"
     max_draft_tokens: int | None = None  # fixed tree size for rest / fastcoder (None: the cost curve)
     pack_weights: str = "auto"  # CPU matmul path (fastcoder.matmul): auto, on, off
+    margins: str = "untimed"  # where AR's top-2 margins are computed: untimed (a re-run) or timed
 
     def identity(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -58,6 +59,8 @@ class RunSpec:
             d.pop("max_draft_tokens", None)
         if d.get("pack_weights") == "auto":  # so do runs recorded before packing was chosen
             d.pop("pack_weights", None)
+        if d.get("margins") == "timed":  # runs recorded before the untimed pass recorded them so
+            d.pop("margins", None)
         return d
 
 
@@ -179,6 +182,10 @@ class Harness:
     gates: dict[str, Any] = field(default_factory=dict)  # variant -> its SourceGate parent
     fingerprint: str = ""
     engines: dict[str, Any] = field(default_factory=dict)  # Variant.engine -> another engine over the same model
+    # "untimed": the timed runs compute no top-2 margins (as transformers' generate() rows
+    # compute none); where a task's outputs differ, AR is decoded once more, untimed, with
+    # margins (:meth:`untimed_margins`). "timed": the engines record them in their steps.
+    margins: str = "untimed"
 
     def engine_for(self, variant: Variant) -> Any:
         return self.engines[variant.engine] if variant.engine else self.engine
@@ -276,6 +283,8 @@ class Harness:
                 "margins": [round(float(m), 4) for m in gen.margins[: len(gen.tokens)]],
                 "stats": stats,
             }
+        if self.margins == "untimed":
+            self.untimed_margins(ids, task, results, dr)
         record: dict[str, Any] = {
             "id": task.id,
             "index": index,
@@ -296,3 +305,35 @@ class Harness:
                 ok, why = passes(task.problem, r["text"])
                 record["pass"][name] = {"passed": ok, "result": why[:200]}
         return record
+
+
+    def untimed_margins(self, ids: list[int], task: BenchTask, results: dict[str, Any], dr) -> None:
+        """AR's top-2 logit margins, for the report's divergence table, computed outside
+        every timed run: only where some method's tokens differ from AR's, AR decodes the
+        task once more with margins (a fresh session: AR drafts nothing, so its output
+        depends only on the prompt). ``results["ar"]["margins"]`` gets them when the
+        re-run wrote AR's tokens again; otherwise none, and ``margins_rerun`` records
+        where the re-run differed (a margin of another output would explain nothing)."""
+        ar = results.get("ar")
+        if ar is None or ar["margins"] or all(r["tokens"] == ar["tokens"] for r in results.values()):
+            return
+        from fastcoder.session import Session
+        from fastcoder_bench.suite.report import first_diff
+
+        variant = next(v for v in self.variants if v.name == "ar")
+        engine = self.engine_for(variant)
+        verifier = engine.verifier
+        before = verifier.record_margins
+        verifier.record_margins = True
+        try:
+            session = Session(variant.config)
+            gen = engine.generate(ids, variant.config, session=session, sources=self.sources(variant, dr), stop_fn=task.stop_fn())
+        finally:
+            verifier.record_margins = before
+        tokens = list(gen.tokens)
+        if tokens == ar["tokens"]:
+            ar["margins"] = [round(float(m), 4) for m in gen.margins[: len(tokens)]]
+        else:
+            i = first_diff(ar["tokens"], tokens)
+            ar["margins_rerun"] = {"identical": False, "first_diff_token": i}
+            log.warning("task %s: AR's untimed re-run differs from its timed run at token %d; no margins recorded", task.id, i)

@@ -141,9 +141,9 @@ def test_report_schema_and_identity(bench_run: Path):
     for r in records:
         assert len(r["prompt_ids"]) == r["prompt_tokens"] <= 256
         assert r["dr_tokens"] > 0
-        for name, res in r["results"].items():
-            if not name.startswith("hf-"):  # transformers' generate() rows record no margins
-                assert len(res["margins"]) == len(res["tokens"])
+        # no timed run computes margins (AR's come from an untimed re-run where outputs
+        # differ, and in fp32 none do)
+        assert all(res["margins"] == [] for res in r["results"].values())
 
 
 def test_plots_are_written(bench_run: Path):
