@@ -41,6 +41,7 @@ packed, so memory does not grow.
 from __future__ import annotations
 
 import json
+import math
 import logging
 import os
 import platform
@@ -249,6 +250,32 @@ a 64-row call marked every layer of the model for nothing (:func:`uniform_rows` 
 limit)."""
 UNIFORM_PROBE_PAIRS = 8
 """2-row calls :func:`uniform_rows` compares per (shape, row count): spread over the rows."""
+PROBE_OUTPUTS = ONE_ROW_PROBE_ROWS * 896
+"""Output elements a rounding probe compares per shape, at least (the rows above times
+Qwen2.5-Coder-0.5B's narrowest output, 896). A wider shape needs fewer rows for as many
+elements: a kernel that sums in another order moves each element across a bf16 rounding
+boundary about independently (``mlp.down_proj``'s 21% of 896-wide rows is ~2.6e-4 an
+element), so one 151,936-wide ``lm_head`` row compares more elements than 64 rows of 896.
+The probes' time is mostly the ``lm_head``'s one-row calls, each reading its whole 272 MB
+weight: 64 of them took 1.39 s of a server start (2-vCPU Intel Xeon with AMX, forty-ninth
+session)."""
+MIN_PROBE_ROWS = 4
+"""Rows (one-row probe) or pairs (:func:`uniform_rows`, then at least 3) per shape, however
+wide: spread over the call's rows (a kernel may treat its last rows otherwise)."""
+
+
+def probe_rows(out_features: int, most: int) -> int:
+    """How many rows (or 2-row pairs, counted as rows) a rounding probe compares for a shape
+    of ``out_features`` outputs: :data:`PROBE_OUTPUTS` elements, within
+    [:data:`MIN_PROBE_ROWS`, ``most``]."""
+    return min(most, max(MIN_PROBE_ROWS, math.ceil(PROBE_OUTPUTS / max(1, out_features))))
+
+
+def _spread(n: int, total: int) -> list[int]:
+    """``n`` indices spread evenly over ``range(total)``, the first and the last included."""
+    if n >= total:
+        return list(range(total))
+    return sorted({round(i * (total - 1) / (n - 1)) for i in range(n)}) if n > 1 else [0]
 
 
 def mark_one_row_rounding(model: torch.nn.Module) -> list[str] | None:
@@ -265,8 +292,8 @@ def mark_one_row_rounding(model: torch.nn.Module) -> list[str] | None:
     of Qwen2.5-Coder-0.5B 36.8 -> 35.9 ms at 512 cached rows without it, 2-vCPU AMD EPYC
     avx512_bf16, docs/bench/ar1-s26); padding only the layers that need it costs one row
     of those alone: on that CPU only ``mlp.down_proj`` (4,864 -> 896), whose 1-row call
-    differed on ~21% of random rows. The probe: per distinct (in, out, bias, dtype) shape, ``ONE_ROW_PROBE_ROWS``
-    random rows multiplied one at a time must equal the same rows multiplied together,
+    differed on ~21% of random rows. The probe: per distinct (in, out, bias, dtype) shape, up to ``ONE_ROW_PROBE_ROWS``
+    random rows (:func:`probe_rows`: fewer for a wide shape) multiplied one at a time must equal the same rows multiplied together,
     bit for bit; the kernel choice depends on the shape only, so one layer of a shape
     answers for all of them. It runs under ``torch.inference_mode``, as the verifier's
     forwards do: outside it (a bias that requires grad) the q projection's 1-row call
@@ -283,9 +310,11 @@ def mark_one_row_rounding(model: torch.nn.Module) -> list[str] | None:
             key = (m.in_features, m.out_features, m.bias is not None, dtype)
             if key not in verdict:
                 m.pad_one_row = False
-                x = (torch.randn(ONE_ROW_PROBE_ROWS, m.in_features, generator=gen) * torch.rand(ONE_ROW_PROBE_ROWS, 1, generator=gen) * 3).to(dtype)
-                together = torch.cat([m(x[i : i + ONE_ROW_PROBE_BLOCK].unsqueeze(0))[0] for i in range(0, len(x), ONE_ROW_PROBE_BLOCK)])
-                verdict[key] = any(not torch.equal(m(x[i : i + 1].unsqueeze(0))[0, 0], together[i]) for i in range(len(x)))
+                n = probe_rows(m.out_features, ONE_ROW_PROBE_ROWS)
+                total = ONE_ROW_PROBE_BLOCK * math.ceil(n / ONE_ROW_PROBE_BLOCK)  # whole tree-step blocks
+                x = (torch.randn(total, m.in_features, generator=gen) * torch.rand(total, 1, generator=gen) * 3).to(dtype)
+                together = torch.cat([m(x[i : i + ONE_ROW_PROBE_BLOCK].unsqueeze(0))[0] for i in range(0, total, ONE_ROW_PROBE_BLOCK)])
+                verdict[key] = any(not torch.equal(m(x[i : i + 1].unsqueeze(0))[0, 0], together[i]) for i in _spread(n, total))
             m.pad_one_row = verdict[key]
             if m.pad_one_row:
                 marked.append(name)
@@ -304,7 +333,8 @@ def uniform_rows(model: torch.nn.Module, sizes: Sequence[int]) -> int:
     than 32 rows take the AMX kernel and round otherwise
     (``docs/bench/probes-s43/amx_rows_threshold-output.txt``): there the verifier keeps its
     tree steps at 32 rows and says its prefill chunks are not invariant. Each (shape, size)
-    compares :data:`UNIFORM_PROBE_PAIRS` 2-row calls spread over the rows, under
+    compares up to :data:`UNIFORM_PROBE_PAIRS` 2-row calls spread over the rows (3 at least,
+    fewer for a wide shape: :func:`probe_rows`), under
     ``torch.inference_mode`` as the forwards run."""
     shapes: dict[tuple, torch.nn.Module] = {}
     for m in model.modules():
@@ -319,7 +349,8 @@ def uniform_rows(model: torch.nn.Module, sizes: Sequence[int]) -> int:
             for key, m in shapes.items():
                 x = (torch.randn(size, m.in_features, generator=gen) * 3).to(key[3])
                 full = m(x.unsqueeze(0))[0]
-                step = max(2, (size // 2) // UNIFORM_PROBE_PAIRS * 2)
+                pairs = max(3, probe_rows(2 * m.out_features, UNIFORM_PROBE_PAIRS))
+                step = max(2, (size // 2) // pairs * 2)
                 for i in range(0, size - 1, step):
                     if not torch.equal(m(x[i : i + 2].unsqueeze(0))[0], full[i : i + 2]):
                         return best

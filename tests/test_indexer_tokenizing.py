@@ -70,3 +70,18 @@ def test_plain_never_changes_the_shared_tokenizer_and_threads_do_not_mix_modes(t
 def test_batched_respects_budget():
     items = ["a" * n for n in (3, 3, 3, 10, 1)]
     assert [[len(x) for x in b] for b in batched(items, len, budget=6)] == [[3, 3], [3], [10], [1]]
+
+
+def test_decode_each_gives_every_token_the_text_decode_gives_it(tiny_tokenizer):
+    import copy
+
+    from fastcoder.tokens import decode_each
+
+    ids = list(range(len(tiny_tokenizer)))  # special and added tokens too
+    want = [tiny_tokenizer.decode([i], skip_special_tokens=False) for i in ids]
+    assert decode_each(tiny_tokenizer, ids) == want
+    assert any(t.startswith(" ") for t in want) and any("\n" in t for t in want)  # texts worth comparing
+    # a tokenizer that cleans up spaces decodes as transformers does (no shortcut)
+    cleaning = copy.copy(tiny_tokenizer)
+    cleaning.clean_up_tokenization_spaces = True
+    assert decode_each(cleaning, ids) == cleaning.batch_decode([[i] for i in ids], skip_special_tokens=False)

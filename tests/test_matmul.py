@@ -220,6 +220,44 @@ def test_one_row_calls_round_as_many_row_calls_once_marked():
     assert matmul.mark_one_row_rounding(plain) is None
 
 
+class _OneRowOff(matmul.PackedLinear):
+    """A packed layer whose unpadded 1-row calls round one output element otherwise (the
+    last column: a kernel's tail block), for rows whose first input is positive."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = super().forward(x)
+        if x.shape[-2] == 1 and not self.pad_one_row and float(x[..., 0, 0]) > 0:
+            y = y.clone()
+            y[..., 0, -1] = torch.nextafter(y[..., 0, -1].float(), torch.tensor(float("inf"))).to(y.dtype) + 2 ** -6
+        return y
+
+
+def test_probe_rows_scale_with_the_shape_width():
+    assert matmul.probe_rows(896, matmul.ONE_ROW_PROBE_ROWS) == 64  # the narrowest shape: every row
+    assert matmul.probe_rows(151_936, matmul.ONE_ROW_PROBE_ROWS) == matmul.MIN_PROBE_ROWS
+    assert matmul.probe_rows(9_728, matmul.ONE_ROW_PROBE_ROWS) * 9_728 >= matmul.PROBE_OUTPUTS
+    assert matmul._spread(4, 16) == [0, 5, 10, 15] and matmul._spread(64, 64) == list(range(64))
+
+
+@pytest.mark.skipif(not matmul.can_pack(torch.bfloat16), reason="oneDNN cannot pack bfloat16 weights here")
+def test_a_wide_layer_is_still_marked_from_its_few_probe_rows():
+    """A 20,000-wide layer is probed on MIN_PROBE_ROWS rows only; a 1-row call that rounds
+    one element otherwise (on about half the rows) is still found."""
+    torch.manual_seed(0)
+    wide = _OneRowOff(torch.nn.Linear(64, 20_000, bias=False).to(torch.bfloat16))
+    narrow = matmul.PackedLinear(torch.nn.Linear(64, 896, bias=False).to(torch.bfloat16))
+    model = torch.nn.Sequential(narrow, torch.nn.Linear(896, 64, bias=False).to(torch.bfloat16), wide)
+    model[1] = matmul.PackedLinear(model[1])
+    assert matmul.probe_rows(20_000, matmul.ONE_ROW_PROBE_ROWS) == matmul.MIN_PROBE_ROWS
+    marked = matmul.mark_one_row_rounding(model)
+    assert "2" in marked and wide.pad_one_row
+    # and the marked layer's 1-row calls now give the rows' many-row bits
+    x = (torch.randn(1, 16, 64) * 2).to(torch.bfloat16)
+    with torch.inference_mode():
+        many = wide(x)[0]
+        assert all(torch.equal(wide(x[:, i : i + 1])[0, 0], many[i]) for i in range(16))
+
+
 class _SwitchingLinear(torch.nn.Linear):
     """A linear layer whose calls of more than ``switch`` rows round otherwise (one output
     moved), as oneDNN's AMX kernel does from 33 rows on an Intel Xeon with AMX."""
