@@ -830,6 +830,36 @@ class Verifier:
         with self._lock, torch.inference_mode():
             return self._prefill(kv, ids, reserve, allowed, cancel, chunk)
 
+    def export_rows(self, kv: KVState) -> tuple[list[int], torch.Tensor] | None:
+        """The ids ``kv`` holds and a copy of their rows, ``(layers, 2, 1, kv_heads, n,
+        head_dim)`` on the CPU (:mod:`fastcoder.kv_disk` stores them); None for an empty
+        cache or one in the CUDA graphs' shared work area."""
+        with self._lock, torch.inference_mode():
+            n = len(kv.ids)
+            if not n or kv.cache is None or kv.cache is self.work:
+                return None
+            return list(kv.ids), kv.cache.buf[:, :, :, :, :n].to("cpu", copy=True)
+
+    def import_rows(self, kv: KVState, ids: Sequence[int], rows: torch.Tensor, reserve: int | None = None) -> int:
+        """Put ``rows`` (as :meth:`export_rows` gave them, for ``ids``) into ``kv`` while it
+        holds nothing, sized for ``reserve`` more tokens; returns the tokens it then holds
+        (0: not taken: ``kv`` holds tokens already, the verifier runs CUDA graphs, or the
+        rows have another layout or dtype). A later prefill keeps the prefix its prompt
+        shares with ``ids`` and runs the rest, as after any earlier prompt."""
+        n = len(ids)
+        layers, heads, dim = _kv_shape(self.model.config)
+        with self._lock, torch.inference_mode():
+            if kv.ids or self.work is not None or n == 0:
+                return 0
+            if tuple(rows.shape) != (layers, 2, 1, heads, n, dim) or rows.dtype != self.dtype:
+                return 0
+            reserve = DEFAULT_RESERVE if reserve is None else max(0, int(reserve))
+            self._ensure(kv, 0, n + reserve + self.buckets[-1])
+            kv.cache.buf[:, :, :, :, :n].copy_(rows)
+            kv.cache.length = n
+            kv.ids = [int(t) for t in ids]
+            return n
+
     def begin(self, kv: KVState, ids: Sequence[int], reserve: int | None = None) -> int:
         """Keep the longest common prefix of ``kv`` and ``ids`` in place (at most all but
         the last of ``ids``: a forward needs at least one new token), size the cache for

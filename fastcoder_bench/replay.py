@@ -584,6 +584,9 @@ def server_options(args: argparse.Namespace) -> dict[str, Any]:
         "maxNewTokens": args.max_new_tokens, "timeBudgetMs": args.time_budget_ms,
         "reuseSuggestions": not args.no_reuse, "commonIndex": not args.no_common,
         "maxPromptTokens": args.max_prompt_tokens,
+        # each server starts cold: none reads the KV caches an earlier one (another method,
+        # the same files) wrote at its shutdown
+        "kvDiskMb": 0,
     }  # fmt: skip
     if args.engine:
         options["engine"] = json.loads(args.engine)

@@ -48,6 +48,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from fastcoder.kv_disk import KVDisk
 from fastcoder.sources import weight_of
 from fastcoder.stats import GenStats
 from fastcoder.stops import FENCE, StopMatcher, StopRule
@@ -182,6 +183,7 @@ class Completer:
         self.ar_pace = ArPace()  # what an AR step costs here (lsp_server/fallback.py)
         self._special: dict[int, set[int]] = {}
         self._reference: dict[str, tuple[str, list[int]]] = {}  # uri -> (reference text, ids)
+        self.kv_disk: KVDisk | None = None  # documents' KV caches between runs (open_kv_disk)
 
     async def complete(self, doc: DocumentState, ctx: CursorContext, invoked: bool = False) -> Outcome:
         """The suggestion at ``ctx``. ``invoked``: the user asked explicitly (no debounce,
@@ -543,13 +545,69 @@ class Completer:
         self._reference[uri] = (text, ids)
         return ids
 
+    # ------------------------------------------------------------------ KV caches on disk
+    def open_kv_disk(self, loaded: Any) -> None:
+        """Loop thread, after a model load: the store of documents' KV caches kept between
+        runs for this model (:mod:`fastcoder.kv_disk`), on a CPU with ``kvDiskMb`` > 0
+        (on a GPU a prefill takes milliseconds)."""
+        self.kv_disk = None
+        settings, engine = self.settings(), self.host.engine
+        if settings.kv_disk_mb <= 0 or engine is None or loaded.device.type != "cpu":
+            return
+        try:
+            from fastcoder.kv_disk import model_identity
+            from fastcoder.models.cache import cache_root
+
+            self.kv_disk = KVDisk(cache_root() / "kv", model_identity(loaded, engine.verifier), settings.kv_disk_mb * 2**20)
+        except Exception:  # an unreadable model folder, a read-only cache: completions go on without it
+            log.exception("no KV cache on disk")
+
+    def _restore_kv(self, doc: DocumentState) -> int:
+        """Model thread: a document whose session cache is empty takes the rows stored for
+        it (a later prefill keeps what its prompt shares with them); returns the tokens."""
+        disk, engine = self.kv_disk, self.host.engine
+        if disk is None or engine is None or doc.session.kv.ids:
+            return 0
+        got = disk.load(doc.uri)
+        if got is None:
+            return 0
+        with doc.session.lock:
+            n = engine.verifier.import_rows(doc.session.kv, *got, reserve=self.settings().max_new_tokens)
+        if n:
+            disk.stats["restored"] += 1
+            disk.stats["restored_tokens"] += n
+            self.metrics.outcome("kv_restored")
+        return n
+
+    def save_kv(self, docs: list[DocumentState], deadline: float | None = None) -> "asyncio.Future[Any] | None":
+        """Loop thread: store the documents' KV caches (a model-thread job, in the order
+        given, none begun after ``deadline``, a ``time.monotonic()``); None without a store."""
+        disk = self.kv_disk
+        if disk is None or not docs or self.host.engine is None:
+            return None
+        job = self.host.submit(self._save_kv, list(docs), disk, deadline, label="save KV caches")
+        job.add_done_callback(_log_failure)
+        return job
+
+    def _save_kv(self, docs: list[DocumentState], disk: KVDisk, deadline: float | None) -> int:
+        engine, saved = self.host.engine, 0
+        for doc in docs:
+            if engine is None or disk is not self.kv_disk or (deadline is not None and time.monotonic() > deadline):
+                break
+            with doc.session.lock:
+                got = engine.verifier.export_rows(doc.session.kv)
+            if got is not None and disk.save(doc.uri, *got):
+                saved += 1
+        return saved
+
     # ------------------------------------------------------------------ warm-up
     def warm(self, doc: DocumentState, text: str) -> None:
         """Prefill a just-opened document in the background (model thread, when idle), so
         the first completion in it prefills only what follows the cursor. Only for a
-        document whose start stays in the prompt (it fits the prefix budget)."""
+        document whose start stays in the prompt (it fits the prefix budget). First, an
+        empty session cache takes what the store on disk kept of the document."""
         settings = self.settings()
-        if self.host.ready and settings.enabled and settings.warm_on_open:
+        if self.host.ready and settings.enabled and (settings.warm_on_open or self.kv_disk is not None):
             job = self.host.submit(self._warm, doc, text, self.host.load_epoch, label=f"warm {doc.uri}")
             job.add_done_callback(_log_failure)
 
@@ -557,6 +615,11 @@ class Completer:
         engine, loaded = self.host.engine, self.host.loaded
         settings = self.settings()
         if engine is None or loaded is None or self.host.load_epoch != epoch or doc.session.kv.ids:
+            return
+        if self.registry.get(doc.uri) is not doc:
+            return  # closed since
+        self._restore_kv(doc)
+        if not settings.warm_on_open:
             return
         tok = engine.tokenizer
         # the context as the first completion will most likely see it (cursor unknown: the end)

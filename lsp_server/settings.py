@@ -79,6 +79,12 @@ dependencyIndex    false                        use D_d, the workspace environme
 engine             ``{}``                       any :class:`fastcoder.config.DecodeConfig` field
 kvCacheMb          256                          memory for the KV caches of open documents (the most
                                                 recently used keep theirs, at most 8 documents)
+kvDiskMb           512                          CPU: disk for open documents' KV caches kept between
+                                                runs (written when a document closes and at shutdown,
+                                                read when it opens again: a reopened file's first
+                                                completion prefills only what changed since; under
+                                                the cache folder's kv/, least recently used first;
+                                                fastcoder/kv_disk.py). 0: off
 promptLayout       ``anchored``                 anchored: the prompt ends with the text typed since an
                                                 anchor (the start of the line), the last typed token
                                                 taken back and healed, so typing only extends the
@@ -206,6 +212,7 @@ class ServerSettings:
     keep_whitespace: bool = False
     stop_degenerate: bool = True
     kv_cache_mb: int = 256
+    kv_disk_mb: int = 512
     prompt_layout: str = "anchored"
     debounce_ms: Any = "auto"
     prefetch: bool = True
@@ -271,6 +278,10 @@ class ServerSettings:
         positive_int("max_edit_tokens")
         positive_int("max_prompt_tokens")
         positive_int("kv_cache_mb")
+        if isinstance(self.kv_disk_mb, bool) or not isinstance(self.kv_disk_mb, (int, float)) or int(self.kv_disk_mb) != self.kv_disk_mb \
+                or self.kv_disk_mb < 0:  # fmt: skip
+            raise SettingsError(f"kv_disk_mb must be an integer >= 0, got {self.kv_disk_mb!r}")
+        self.kv_disk_mb = int(self.kv_disk_mb)
         if isinstance(self.max_suffix_tokens, bool) or not isinstance(self.max_suffix_tokens, int) or self.max_suffix_tokens < 0:
             raise SettingsError(f"max_suffix_tokens must be an integer >= 0, got {self.max_suffix_tokens!r}")
         if self.max_prompt_tokens < 16:

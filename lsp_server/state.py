@@ -114,6 +114,7 @@ class FastCoderServer(HardenedServer):
     def _after_load(self, loaded: Any) -> None:
         self.registry.reset_all(self.settings.engine)
         self.completer.ar_pace = ArPace()  # AR's step cost is the new model's to measure
+        self.completer.open_kv_disk(loaded)  # before the documents are warmed: they restore from it
         self.open_index(loaded.tokenizer, loaded.fingerprint)
         self.status(*self.overall_status())
         for doc in list(self.workspace.text_documents.values()):
@@ -226,12 +227,19 @@ class FastCoderServer(HardenedServer):
             state, message = self.overall_status()
             raise RequestFailed(f"the model is not ready ({state}: {message})")
 
+    def _kv_disk_stats(self) -> dict[str, Any]:
+        disk = self.completer.kv_disk
+        if disk is None:
+            return {"state": "off"}
+        return {"state": "on", "dir": str(disk.dir), "mb": round(disk.size_bytes() / 2**20, 1), **disk.stats}
+
     def stats_json(self) -> dict[str, Any]:
         out = self.metrics.to_json()
         out.update(
             server={"version": _fastcoder_version, "uptimeSeconds": time.monotonic() - self.started,
                     "openDocuments": len(self.registry),
-                    "kvCacheMb": round(self.registry.kv_bytes() / 2**20, 1), "status": dict(zip(("state", "message"), self.overall_status())),
+                    "kvCacheMb": round(self.registry.kv_bytes() / 2**20, 1),
+                    "kvDisk": self._kv_disk_stats(), "status": dict(zip(("state", "message"), self.overall_status())),
                     "arFallback": {"arStepMs": None if self.completer.ar_pace.step_s is None else round(self.completer.ar_pace.step_s * 1e3, 2),
                                    "probes": self.completer.ar_pace.probes,
                                    # drafter generations weighed against AR, and of them those weighed up to an early answer

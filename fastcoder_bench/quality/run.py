@@ -51,7 +51,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 WITH_TABS = frozenset({"open", "context", "context-on-top", "context-middle", "context-1024"})
 BASE = "no-context"
 SERVER_OPTIONS = {"debounceMs": 0, "prefetch": False, "earlyAnswerMs": None, "timeBudgetMs": 30000,
-                  "warmOnOpen": False, "maxNewTokens": 64}  # fmt: skip
+                  "warmOnOpen": False, "maxNewTokens": 64,
+                  "kvDiskMb": 0}  # every variant's server prefills its prompts itself  # fmt: skip
 INVOKED = 1  # InlineCompletionTriggerKind.Invoked
 
 
