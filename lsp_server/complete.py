@@ -45,6 +45,7 @@ import functools
 import logging
 import threading
 import time
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -53,6 +54,7 @@ from fastcoder.sources import weight_of
 from fastcoder.stats import GenStats
 from fastcoder.stops import FENCE, StopMatcher, StopRule
 from fastcoder.tokens import TokenInfo
+from indexer.scan import is_secret_name
 from lsp_server.buffers import OpenBuffers
 from lsp_server.context import ContextBuilder, ContextState, fs_path
 from lsp_server.fallback import ArPace
@@ -104,6 +106,16 @@ packed, 1,500 cached rows, 2-vCPU AMD EPYC with AVX512-BF16 (2026-11-26, median 
 REFERENCE_TOKENS = 4096
 """Tokens of the reference: the text after the cursor beyond the FIM prompt's suffix,
 given to ``Engine.generate(reference=...)`` (the drafter's ``reference`` source)."""
+
+
+def keeps_kv(uri: str) -> bool:
+    """Whether a document's KV cache may go to disk (:mod:`fastcoder.kv_disk`): a file
+    (not an unsaved buffer, not a notebook cell: those never open again under the same
+    name) whose name is not a secret's as the workspace index judges names
+    (:func:`indexer.scan.is_secret_name`: ``.env*``, ``*.pem`` ...): an entry holds the
+    document's token ids."""
+    path = fs_path(uri) if uri.startswith("file:") else None
+    return path is not None and not is_secret_name(Path(path).name)
 
 
 def _log_failure(fut: "asyncio.Future[Any]") -> None:
@@ -583,9 +595,10 @@ class Completer:
         """Loop thread: store the documents' KV caches (a model-thread job, in the order
         given, none begun after ``deadline``, a ``time.monotonic()``); None without a store."""
         disk = self.kv_disk
+        docs = [d for d in docs if keeps_kv(d.uri)]
         if disk is None or not docs or self.host.engine is None:
             return None
-        job = self.host.submit(self._save_kv, list(docs), disk, deadline, label="save KV caches")
+        job = self.host.submit(self._save_kv, docs, disk, deadline, label="save KV caches")
         job.add_done_callback(_log_failure)
         return job
 

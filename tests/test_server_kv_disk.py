@@ -104,3 +104,12 @@ def test_kv_disk_off_reads_and_writes_nothing(tiny_model_dir, tmp_path: Path):
     finally:
         assert client.shutdown() == 0
     assert set(_entries()) == before
+
+
+def test_only_files_that_are_not_secrets_go_to_disk():
+    from lsp_server.complete import keeps_kv
+
+    assert keeps_kv("file:///w/pkg/mod.py")
+    for uri in ("file:///w/.env", "file:///w/.env.local", "file:///w/server.pem", "file:///home/u/.ssh/id_rsa",
+                "untitled:Untitled-1", "vscode-notebook-cell:/w/nb.ipynb#W0sZmlsZQ%3D%3D"):  # fmt: skip
+        assert not keeps_kv(uri), uri

@@ -51,6 +51,8 @@ export interface FastCoderSettings {
     fileHeader: 'auto' | boolean;
     /** Memory for the open documents' KV caches (MB). */
     kvCacheMb: number;
+    /** Disk for the documents' KV caches between server runs (MB; 0: off). */
+    kvDiskMb: number;
 }
 
 export const DEFAULTS: FastCoderSettings = {
@@ -74,6 +76,7 @@ export const DEFAULTS: FastCoderSettings = {
     crossFileContext: false,
     fileHeader: 'auto',
     kvCacheMb: 256,
+    kvDiskMb: 512,
 };
 
 /** The JSON object sent as `initializationOptions` (camelCase keys, server contract). */
@@ -97,6 +100,7 @@ export interface InitOptions {
     crossFileContext: boolean;
     fileHeader: 'auto' | boolean;
     kvCacheMb: number;
+    kvDiskMb: number;
 }
 
 /** Settings that need a server restart when they change (they decide how it is started). */
@@ -112,6 +116,14 @@ function positiveInt(value: unknown): number | undefined {
     }
     const n = Math.floor(value);
     return n >= 1 ? n : undefined;
+}
+
+function nonNegativeInt(value: unknown): number | undefined {
+    if (typeof value !== 'number' || !Number.isFinite(value)) {
+        return undefined;
+    }
+    const n = Math.floor(value);
+    return n >= 0 ? n : undefined;
 }
 
 function debounce(value: unknown): number | 'auto' {
@@ -149,6 +161,7 @@ export function normalizeSettings(raw: Partial<Record<keyof FastCoderSettings, u
             typeof raw.crossFileContext === 'boolean' ? raw.crossFileContext : DEFAULTS.crossFileContext,
         fileHeader: typeof raw.fileHeader === 'boolean' || raw.fileHeader === 'auto' ? raw.fileHeader : DEFAULTS.fileHeader,
         kvCacheMb: positiveInt(raw.kvCacheMb) ?? DEFAULTS.kvCacheMb,
+        kvDiskMb: nonNegativeInt(raw.kvDiskMb) ?? DEFAULTS.kvDiskMb,
     };
 }
 
@@ -172,6 +185,7 @@ export function toInitOptions(settings: FastCoderSettings): InitOptions {
         crossFileContext: settings.crossFileContext,
         fileHeader: settings.fileHeader,
         kvCacheMb: settings.kvCacheMb,
+        kvDiskMb: settings.kvDiskMb,
     };
     if (settings.timeBudgetMs !== null && settings.timeBudgetMs !== undefined) {
         opts.timeBudgetMs = settings.timeBudgetMs;

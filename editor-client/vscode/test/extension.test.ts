@@ -146,6 +146,7 @@ describe('activate', () => {
             crossFileContext: false,
             fileHeader: 'auto',
             kvCacheMb: 256,
+            kvDiskMb: 512,
         });
         expect(client.clientOptions.documentSelector).toEqual(documentSelector());
         expect(documentSelector()).toContainEqual({ scheme: 'file', language: 'python' });

@@ -43,6 +43,7 @@ describe('normalizeSettings', () => {
             crossFileContext: 1,
             fileHeader: 'sometimes',
             kvCacheMb: 0,
+            kvDiskMb: -1,
         });
         expect(s).toEqual(DEFAULTS);
     });
@@ -69,6 +70,7 @@ describe('normalizeSettings', () => {
             crossFileContext: true,
             fileHeader: false,
             kvCacheMb: 512.9,
+            kvDiskMb: 0,
         });
         expect(s).toEqual({
             enabled: false,
@@ -91,6 +93,7 @@ describe('normalizeSettings', () => {
             crossFileContext: true,
             fileHeader: false,
             kvCacheMb: 512,
+            kvDiskMb: 0,
         });
     });
 });
@@ -126,6 +129,7 @@ describe('toInitOptions', () => {
             crossFileContext: false,
             fileHeader: 'auto',
             kvCacheMb: 256,
+            kvDiskMb: 512,
         });
     });
 
@@ -190,6 +194,7 @@ describe('readSettings (through the mocked vscode API)', () => {
             crossFileContext: false,
             fileHeader: 'auto',
             kvCacheMb: 256,
+            kvDiskMb: 512,
         });
     });
 
