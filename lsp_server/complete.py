@@ -591,21 +591,26 @@ class Completer:
             self.metrics.outcome("kv_restored")
         return n
 
-    def save_kv(self, docs: list[DocumentState], deadline: float | None = None) -> "asyncio.Future[Any] | None":
+    def save_kv(self, docs: list[DocumentState], deadline: float | None = None, background: bool = False
+                ) -> "asyncio.Future[Any] | None":  # fmt: skip
         """Loop thread: store the documents' KV caches (a model-thread job, in the order
-        given, none begun after ``deadline``, a ``time.monotonic()``); None without a store."""
+        given, none begun after ``deadline``, a ``time.monotonic()``); ``background``: with
+        the lowest priority (a request that comes stops it between two documents). None
+        without a store."""
         disk = self.kv_disk
         docs = [d for d in docs if keeps_kv(d.uri)]
         if disk is None or not docs or self.host.engine is None:
             return None
-        job = self.host.submit(self._save_kv, docs, disk, deadline, label="save KV caches")
+        cancel = threading.Event()
+        job = self.host.submit(self._save_kv, docs, disk, deadline, cancel, label="save KV caches", background=background,
+                               cancel=cancel if background else None)  # fmt: skip
         job.add_done_callback(_log_failure)
         return job
 
-    def _save_kv(self, docs: list[DocumentState], disk: KVDisk, deadline: float | None) -> int:
+    def _save_kv(self, docs: list[DocumentState], disk: KVDisk, deadline: float | None, cancel: threading.Event) -> int:
         engine, saved = self.host.engine, 0
         for doc in docs:
-            if engine is None or disk is not self.kv_disk or (deadline is not None and time.monotonic() > deadline):
+            if engine is None or disk is not self.kv_disk or cancel.is_set() or (deadline is not None and time.monotonic() > deadline):
                 break
             with doc.session.lock:
                 got = engine.verifier.export_rows(doc.session.kv)

@@ -301,7 +301,7 @@ def did_close(ls: FastCoderServer, params: types.DidCloseTextDocumentParams) -> 
     uri = params.text_document.uri
     state = ls.registry.get(uri)
     if state is not None:
-        ls.completer.save_kv([state])  # its KV cache to disk, for when it is opened again
+        ls.completer.save_kv([state], background=True)  # its KV cache to disk, for when it is opened again
     ls.registry.close(uri)
     ls.close_buffer(uri)
 
