@@ -650,12 +650,17 @@ class Completer:
             return
         if doc.context is not None and doc.context.placement == "first":
             ids = context_ids + ids
+        held = doc.session.kv.common(ids)  # restored from disk: those rows stay (a shorter prefill would cut them)
+        prefilled = 0
         for k in range(256, len(ids) + 256, 256):
+            if min(k, len(ids)) <= held:
+                continue
             if self.host.waiting():
                 return  # a request is waiting: give way (what is prefilled so far stays)
             with doc.session.lock:  # (the registry never evicts a cache being filled)
-                engine.verifier.prefill(doc.session.kv, ids[: min(k, len(ids))])
+                prefilled += engine.verifier.prefill(doc.session.kv, ids[: min(k, len(ids))])[1]
         self.metrics.outcome("warmed")
+        self.metrics.warm_prefill(prefilled)
 
     def _fill_window(self, doc: DocumentState, ctx: CursorContext, start: int, settings: ServerSettings, epoch: int,
                      cancel: threading.Event) -> None:  # fmt: skip

@@ -84,6 +84,9 @@ class ServerMetrics:
         self.prefetch = MethodCounters()
         # idle-time prefills of a document's next prompt window (prepareWindow)
         self.window = {"prefills": 0, "prefillTokens": 0, "prefillMs": 0.0}
+        # warm-ups of opened documents (warmOnOpen): what they prefilled (rows restored from
+        # disk, kvDiskMb, are not prefilled again)
+        self.warm = {"documents": 0, "prefillTokens": 0}
         self.latencies: deque[float] = deque(maxlen=keep_latencies)
         self.last: dict[str, Any] | None = None
         self.last_early: dict[str, Any] | None = None  # the last early answer (early_answer)
@@ -100,6 +103,12 @@ class ServerMetrics:
     def latency(self, seconds: float) -> None:
         with self._lock:
             self.latencies.append(seconds)
+
+    def warm_prefill(self, tokens: int) -> None:
+        """A document's warm-up ended, having prefilled ``tokens``."""
+        with self._lock:
+            self.warm["documents"] += 1
+            self.warm["prefillTokens"] += tokens
 
     def window_prefill(self, tokens: int, seconds: float) -> None:
         """An idle-time prefill of a next prompt window (complete or paused)."""
@@ -169,6 +178,7 @@ class ServerMetrics:
                 "total": total.to_json(),
                 "prefetch": self.prefetch.to_json(),
                 "window": dict(self.window),
+                "warm": dict(self.warm),
                 "latencyMs": {
                     "count": len(lat),
                     "p50": None if not lat else 1000.0 * _percentile(lat, 0.5),
