@@ -36,7 +36,7 @@ for src in user_cache.iterdir():  # the model, its cost curve, D_c ... as the us
 ws = Path(tempfile.mkdtemp(prefix="reopen-ws-"))
 docs = []
 for rel in FILES:
-    text = (bench_cache() / rel).read_text()
+    text = (bench_cache() / "src" / rel).read_text()
     path = ws / rel.replace("/", "_")
     path.write_text(text)
     lines = text.split("\n")
