@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 
 FORMAT = 1
 SUFFIX = ".kv"
+STALE_TMP_S = 600.0
+"""A temporary file older than this is a write that never finished (the process was
+killed while writing): :meth:`KVDisk.trim` deletes it."""
 
 
 def _hash(text: str, n: int = 24) -> str:
@@ -128,6 +131,13 @@ class KVDisk:
     def trim(self) -> int:
         """Delete the least recently used entries (all identities) until the store fits
         ``max_bytes``; returns how many went."""
+        now = time.time()
+        for p in self.root.glob("*/*.tmp"):  # a write a killed process left behind
+            try:
+                if now - p.stat().st_mtime > STALE_TMP_S:
+                    p.unlink(missing_ok=True)
+            except OSError:
+                pass
         entries = []
         for p in self.root.glob(f"*/*{SUFFIX}"):
             try:

@@ -107,3 +107,10 @@ def test_the_store_keeps_to_its_size_least_recently_used_first(tiny_model, tmp_p
     assert not disk._path("b").exists()
     assert all(disk._path(n).exists() for n in "acd")
     assert disk.size_bytes() <= disk.max_bytes
+    # a write a killed process left behind goes at the next trim once it is stale, not before
+    fresh, stale = disk.dir / "x.tmp", disk.dir / "y.tmp"
+    fresh.write_bytes(b"partial")
+    stale.write_bytes(b"partial")
+    os.utime(stale, (t, t))
+    disk.trim()
+    assert fresh.exists() and not stale.exists()
