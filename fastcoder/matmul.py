@@ -260,7 +260,7 @@ The probes' time is mostly the ``lm_head``'s one-row calls, each reading its who
 weight: 64 of them took 1.39 s of a server start (2-vCPU Intel Xeon with AMX, forty-ninth
 session)."""
 MIN_PROBE_ROWS = 4
-"""Rows (one-row probe) or pairs (:func:`uniform_rows`, then at least 3) per shape, however
+"""Rows (one-row probe) or 2-row pairs (:func:`uniform_rows`) per shape at least, however
 wide: spread over the call's rows (a kernel may treat its last rows otherwise)."""
 
 
@@ -333,8 +333,8 @@ def uniform_rows(model: torch.nn.Module, sizes: Sequence[int]) -> int:
     than 32 rows take the AMX kernel and round otherwise
     (``docs/bench/probes-s43/amx_rows_threshold-output.txt``): there the verifier keeps its
     tree steps at 32 rows and says its prefill chunks are not invariant. Each (shape, size)
-    compares up to :data:`UNIFORM_PROBE_PAIRS` 2-row calls spread over the rows (3 at least,
-    fewer for a wide shape: :func:`probe_rows`), under
+    compares up to :data:`UNIFORM_PROBE_PAIRS` 2-row calls spread over the rows (fewer for a
+    wide shape, :data:`MIN_PROBE_ROWS` at least: :func:`probe_rows`), under
     ``torch.inference_mode`` as the forwards run."""
     shapes: dict[tuple, torch.nn.Module] = {}
     for m in model.modules():
@@ -349,8 +349,7 @@ def uniform_rows(model: torch.nn.Module, sizes: Sequence[int]) -> int:
             for key, m in shapes.items():
                 x = (torch.randn(size, m.in_features, generator=gen) * 3).to(key[3])
                 full = m(x.unsqueeze(0))[0]
-                pairs = max(3, probe_rows(2 * m.out_features, UNIFORM_PROBE_PAIRS))
-                step = max(2, (size // 2) // pairs * 2)
+                step = max(2, (size // 2) // probe_rows(2 * m.out_features, UNIFORM_PROBE_PAIRS) * 2)
                 for i in range(0, size - 1, step):
                     if not torch.equal(m(x[i : i + 2].unsqueeze(0))[0], full[i : i + 2]):
                         return best
