@@ -746,6 +746,22 @@ class CurveMeasurement:
         length's at the same k)."""
         if not self.done:
             raise RuntimeError("the cost curve is not measured yet")
+        return self._curve()
+
+    @property
+    def provisional_ready(self) -> bool:
+        """Whether :meth:`provisional` has a curve."""
+        return self._round >= 1
+
+    def provisional(self) -> CostCurve | None:
+        """The curve from the rounds timed so far, once every size was timed at every
+        length (the first round: about half the measurement's units on a 2-vCPU CPU, where
+        every context is prefilled before it), else None: one sample a size, so a slow
+        spell can price a size higher or lower than :meth:`curve` will; a server prices
+        trees by it until the measurement is done, instead of drafting nothing."""
+        return self._curve() if self.provisional_ready else None
+
+    def _curve(self) -> CostCurve:
         per = {}
         for n, best in self.best.items():
             best = list(best)
@@ -800,23 +816,27 @@ def _cache_file(key: str) -> Path:
     return cache_root() / "costs" / f"{safe}.json"
 
 
-def load_cached(key: str) -> CostCurve | None:
+def load_cached(key: str) -> tuple[CostCurve | None, bool]:
     """The cached curve for ``key`` (model|device|dtype|attention|graphs; what
-    ``Engine.cost_curve`` measures once and caches), or None when there
-    is none or it is due to be measured again: it was measured under load (the process got
-    less than ``CONTENDED`` of its CPU time) and the load average is now lower by at least
-    0.25 per CPU than it was then (a contended curve makes every step look dearer)."""
+    ``Engine.cost_curve`` measures once and caches), or None when there is none (or of
+    another :data:`CURVE_VERSION`); and whether it is due to be measured again: it was
+    measured under load (the process got less than ``CONTENDED`` of its CPU time) and the
+    load average is now lower by at least 0.25 per CPU than it was then (a contended curve
+    makes every step look dearer; still a measured one, so a server prices trees by it
+    until the new one is measured)."""
     try:
         data = json.loads(_cache_file(key).read_text())
         if data.get("version") == CURVE_VERSION:
+            curve = CostCurve.from_json(data)
             contended = float(data.get("cpu_share", 1.0)) < CONTENDED
             if not (contended and _loadavg_per_cpu() < float(data.get("load_per_cpu", 0.0)) - 0.25):
-                return CostCurve.from_json(data)
+                return curve, False
             log.info("cost curve for %s was measured under load (CPU share %.2f, load %.2f per CPU): measuring again",
                      key, data.get("cpu_share"), data.get("load_per_cpu"))  # fmt: skip
+            return curve, True
     except (OSError, ValueError, KeyError):
         pass
-    return None
+    return None, False
 
 
 def save_measured(key: str, measurement: CurveMeasurement) -> CostCurve:

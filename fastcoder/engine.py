@@ -57,6 +57,7 @@ class Engine:
         self._curve: CostCurve | None = None
         self._curve_lock = threading.Lock()
         self._curve_source = ""  # "cache" | "measured" | "" (none yet)
+        self._stale = False  # the cached curve is due to be measured again (budget.load_cached)
         self._measuring: CurveMeasurement | None = None  # deferred (defer_cost_curve), not done
         # the curve against the steps this process runs (DecodeConfig.step_calibration, off by default)
         self.calibration = StepCalibration()
@@ -88,23 +89,33 @@ class Engine:
 
     def cost_curve(self) -> CostCurve:
         """c(k) for this model, device and dtype: cached on disk, else measured now (a
-        deferred measurement is finished now) and cached."""
+        deferred measurement is finished now) and cached. A cached curve that is due to be
+        measured again is measured now too, unless that measurement was deferred
+        (:meth:`defer_cost_curve`): then it is the curve until the new one is done."""
         with self._curve_lock:
-            if self._read_cached() is None and self._measuring is None:
+            self._read_cached()
+            if self._curve is not None and (not self._stale or self._measuring is not None):
+                return self._curve
+            if self._measuring is None:
                 log.info("measuring verification cost curve c(k) for %s", self._curve_key())
                 self._measuring = CurveMeasurement(self.verifier, usable_lengths(self.verifier))
-            if self._curve is None:
-                self._measuring.run()
-                self._curve, self._measuring = save_measured(self._curve_key(), self._measuring), None
-                self._curve_source = "measured"
-                self._curve_chosen()
+            self._measuring.run()
+            self._measured(self._measuring)
             return self._curve
+
+    def _measured(self, measurement: CurveMeasurement) -> None:
+        """(Under ``_curve_lock``.) ``measurement`` is done: its curve cached and used from
+        now on (the step calibration restarts against it, as :meth:`use_cost_curve`'s)."""
+        self._curve, self._measuring, self._stale = save_measured(self._curve_key(), measurement), None, False
+        self._curve_source = "measured"
+        self.calibration = StepCalibration()
+        self._curve_chosen()
 
     def _read_cached(self) -> CostCurve | None:
         """(Under ``_curve_lock``.) The curve, read from the disk cache the first time, unless
         a deferred measurement is under way."""
         if self._curve is None and self._measuring is None:
-            self._curve = load_cached(self._curve_key())
+            self._curve, self._stale = load_cached(self._curve_key())
             self._curve_source = "cache" if self._curve is not None else ""
             if self._curve is not None:
                 self._curve_chosen()
@@ -120,18 +131,22 @@ class Engine:
                      {n: round(1e3 * x, 2) for n, x in sorted(self._curve.prefill.items())})  # fmt: skip
 
     def cached_cost_curve(self) -> CostCurve | None:
-        """The curve if it is loaded or cached on disk (never measures it)."""
+        """The curve if it is loaded or cached on disk (never measures it; one due to be
+        measured again too)."""
         with self._curve_lock:
             return self._read_cached()
 
     def defer_cost_curve(self) -> bool:
-        """With no curve cached: measure it later, a unit at a time (:meth:`measure_some`,
-        in the caller's idle time), instead of now (~20 s for Qwen2.5-Coder-0.5B on a 2-vCPU
-        CPU). Until it is measured, a generation whose drafter needs the curve runs as plain
-        AR (the same tokens; ``GenStats.curve_pending``). True when deferred."""
-        if self.cached_cost_curve() is not None:
-            return False
+        """With no curve cached, or a cached one due to be measured again: measure it later,
+        a unit at a time (:meth:`measure_some`, in the caller's idle time), instead of now
+        (~20-30 s for Qwen2.5-Coder-0.5B on a 2-vCPU CPU). Until it is measured, a
+        generation whose drafter needs the curve is priced by the old curve, else by the
+        measurement's first round once it is timed (:meth:`CurveMeasurement.provisional`),
+        else runs as plain AR (the same tokens; ``GenStats.curve_pending``). True when
+        deferred."""
         with self._curve_lock:
+            if self._read_cached() is not None and not self._stale:
+                return False
             if self._measuring is None:
                 self._measuring = CurveMeasurement(self.verifier, usable_lengths(self.verifier))
         return True
@@ -145,17 +160,18 @@ class Engine:
                 return True
             if not m.run(stop):
                 return False
-            self._curve, self._measuring = save_measured(self._curve_key(), m), None
-            self._curve_source = "measured"
-            self._curve_chosen()
+            self._measured(m)
             return True
 
     def curve_state(self) -> dict:
         """Where the cost curve stands: ``cached`` (read from disk), ``measured`` (by this
-        process), ``measuring`` (deferred: ``units`` done of all), or ``none`` yet."""
+        process), ``measuring`` (deferred: ``units`` done of all; ``meanwhile``: what prices
+        trees until then, ``cache`` (the old curve, due again), ``provisional`` (the first
+        round) or ``none`` (plain AR)), or ``none`` yet."""
         m = self._measuring
         if m is not None:
-            return {"state": "measuring", "units": [m.units_done, m.units_total]}
+            meanwhile = "cache" if self._curve is not None else "provisional" if m.provisional_ready else "none"
+            return {"state": "measuring", "units": [m.units_done, m.units_total], "meanwhile": meanwhile}
         if self._curve is None:
             return {"state": "none"}
         return {"state": self._curve_source or "measured"}
@@ -196,9 +212,12 @@ class Engine:
         drafter = make_drafter(config, sources, reference=reference, pool=self.pool)
         curve, pending = None, False
         if config.max_draft_tokens is None and drafter.drafts and drafter.adaptive_budget:
-            if self._curve is None and self._measuring is not None:  # (defer_cost_curve) plain AR until then
-                pending, config = True, replace(config, method="ar")
-                drafter = make_drafter(config, None, pool=self.pool)
+            m = self._measuring
+            if self._curve is None and m is not None:  # (defer_cost_curve) its first round, else plain AR until then
+                curve = m.provisional()
+                if curve is None:
+                    pending, config = True, replace(config, method="ar")
+                    drafter = make_drafter(config, None, pool=self.pool)
             else:
                 curve = self.cost_curve()
         gen = generate(

@@ -48,8 +48,11 @@ from fastcoder.engine import Engine
 log = logging.getLogger(__name__)
 
 StatusFn = Callable[[str, str], None]
-CURVE_PENDING = "; measuring the draft cost curve while idle (plain AR until then)"
-"""Said after the ready message while a first cost curve is measured (``Engine.defer_cost_curve``)."""
+CURVE_PENDING = "; measuring the draft cost curve while idle (plain AR until its first round)"
+"""Said after the ready message while a first cost curve is measured (``Engine.defer_cost_curve``;
+its first round prices trees once timed: ``CurveMeasurement.provisional``)."""
+CURVE_AGAIN = "; measuring the draft cost curve again while idle (the cached one until then)"
+"""Said after the ready message while a cached curve measured under load is measured again."""
 MALLOC_ARENAS = 2
 TRIM_EVERY_S = 1.0
 _M_ARENA_MAX = -8  # glibc mallopt parameter
@@ -163,7 +166,7 @@ class ModelHost:
                 engine = Engine.from_loaded(loaded, explicit_attention=None if explicit == "auto" else False)
                 # the cost curve: cached once per model, device, dtype and machine. Not cached
                 # yet on a CPU: measured in the model thread's idle time after the model is
-                # ready (plain AR until then), not before the first answer (~20 s); on CUDA
+                # ready (plain AR until its first round), not before the first answer (~30 s); on CUDA
                 # now (its steps take milliseconds)
                 if loaded.device.type != "cpu" or not engine.defer_cost_curve():
                     self._on_status("loading", f"measuring verification cost of {spec}")
@@ -188,8 +191,9 @@ class ModelHost:
         self.state = "ready"
         dtype_name = str(loaded.dtype).removeprefix("torch.")
         self.message = f"{spec} on {loaded.device} ({dtype_name}), loaded in {self.load_s:.1f} s"
-        if engine.curve_state()["state"] == "measuring":
-            self.message += CURVE_PENDING
+        state = engine.curve_state()
+        if state["state"] == "measuring":
+            self.message += CURVE_AGAIN if state.get("meanwhile") == "cache" else CURVE_PENDING
         log.info("model ready: %s", self.message)
         self._on_loaded(loaded)
         self.measure_when_idle()
@@ -332,16 +336,17 @@ class ModelHost:
         try:
             done = engine.measure_some(stop=lambda: self._queued > 0 or seq != self._load_seq or not self._quiet())
         except Exception as exc:  # noqa: BLE001 (drafting stays off: plain AR, the same tokens)
-            log.exception("measuring the cost curve failed; generations run as plain AR")
+            log.exception("measuring the cost curve failed; generations run as plain AR (or by its first round, if timed)")
             self.curve_error = f"{type(exc).__name__}: {exc}"  # not tried again until a reload
             return
         finally:
             self.busy = None
         if done and engine is self.engine:
             log.info("cost curve measured: %s", engine.curve_state())
-            if self.message.endswith(CURVE_PENDING):
-                self.message = self.message.removesuffix(CURVE_PENDING)
-                self._on_status("ready", self.message)
+            for note in (CURVE_PENDING, CURVE_AGAIN):
+                if self.message.endswith(note):
+                    self.message = self.message.removesuffix(note)
+                    self._on_status("ready", self.message)
 
     def _trim_if_idle(self) -> None:
         """Give glibc's free memory back unless a job came in meanwhile (then later)."""

@@ -176,7 +176,8 @@ def test_a_curve_measured_under_load_is_measured_again_when_quieter(tmp_path, mo
             return next(runs)
 
     def load_or_measure():  # what Engine.cost_curve does with the cache
-        if budget.load_cached("k") is None:
+        curve, due = budget.load_cached("k")
+        if curve is None or due:
             budget.save_measured("k", FakeMeasurement(None, (512,)))
 
     loads = iter([2.9, 0.3, 0.1])  # the load average when each later load looks at the cache
@@ -349,7 +350,7 @@ def test_a_cost_curve_is_cached_per_machine_and_thread_count(tiny_model, tiny_to
     from fastcoder.matmul import cpu_name
 
     keys: list[str] = []
-    monkeypatch.setattr(engine_mod, "load_cached", lambda key: keys.append(key) or FLAT)
+    monkeypatch.setattr(engine_mod, "load_cached", lambda key: keys.append(key) or (FLAT, False))
     threads = torch.get_num_threads()
     try:
         for n in (1, 2):
@@ -395,6 +396,83 @@ def test_a_deferred_cost_curve_runs_generations_as_ar_until_measured(tiny_model,
     again = Engine(tiny_model, tiny_tokenizer, name=engine.name)
     assert not again.defer_cost_curve() and again.curve_state() == {"state": "cache"}
     assert again.cost_curve().seconds == engine.cost_curve().seconds
+
+
+def _priced_by(monkeypatch) -> list:
+    """The cost curve each ``Engine.generate`` passes to the decode loop (None: unpriced)."""
+    import fastcoder.engine as engine_mod
+
+    curves: list = []
+    loop = engine_mod.generate
+
+    def spy(*args, **kw):
+        curves.append(kw.get("cost_curve"))
+        return loop(*args, **kw)
+
+    monkeypatch.setattr(engine_mod, "generate", spy)
+    return curves
+
+
+def test_a_deferred_measurement_prices_trees_by_its_first_round(tiny_model, tiny_tokenizer, tmp_path, monkeypatch) -> None:
+    """Once every size was timed at every length (the first round), generations are priced
+    by that round's curve instead of running as plain AR until the whole measurement is
+    done; the same tokens; the finished curve replaces it."""
+    from fastcoder.engine import Engine
+
+    monkeypatch.setenv("FASTCODER_CACHE", str(tmp_path))
+    engine = Engine(tiny_model, tiny_tokenizer, name="tiny-provisional")
+    assert engine.defer_cost_curve()
+    m = engine._measuring
+    prompt = list(range(10, 60)) * 2
+    ar = engine.generate(prompt, DecodeConfig(method="ar", max_new_tokens=16)).tokens
+    priced = _priced_by(monkeypatch)
+    assert engine.curve_state()["meanwhile"] == "none" and m.provisional() is None
+    assert engine.generate(prompt, DecodeConfig(method="fastcoder", max_new_tokens=16)).stats.curve_pending
+    assert not engine.measure_some(stop=lambda: m.provisional_ready)
+    state = engine.curve_state()
+    assert state["state"] == "measuring" and state["meanwhile"] == "provisional" and state["units"][0] < state["units"][1]
+    gen = engine.generate(prompt, DecodeConfig(method="fastcoder", max_new_tokens=16))
+    assert not gen.stats.curve_pending and gen.tokens == ar
+    first = priced[-1]
+    assert first is not None and first.seconds == m.provisional().seconds and set(first.by_length) == set(m.lengths[1:])
+    assert engine.measured_curve() is None  # (not the machine's curve yet: nothing cached, no prefill chunk chosen)
+    assert engine.measure_some(stop=lambda: False) and engine.curve_state() == {"state": "measured"}
+    assert engine.generate(prompt, DecodeConfig(method="fastcoder", max_new_tokens=16)).tokens == ar
+    assert priced[-1] is engine.measured_curve()
+
+
+def test_a_cached_curve_due_again_prices_trees_until_measured_again(tiny_model, tiny_tokenizer, tmp_path, monkeypatch) -> None:
+    """A cached curve measured under load, with the machine quieter now, is measured again;
+    deferred (a server), the old curve prices trees meanwhile instead of plain AR; not
+    deferred (a benchmark, CUDA), it is measured at once."""
+    import json
+
+    import fastcoder.budget as budget
+    from fastcoder.engine import Engine
+
+    monkeypatch.setenv("FASTCODER_CACHE", str(tmp_path))
+    monkeypatch.setattr(budget, "_loadavg_per_cpu", lambda: 0.2)
+    engine = Engine(tiny_model, tiny_tokenizer, name="tiny-due-again")
+    path = budget._cache_file(engine._curve_key())
+
+    def contended() -> None:  # measured while others took 60% of the CPU, at a load of 3 a CPU
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**FLAT.to_json(), "version": budget.CURVE_VERSION, "load_per_cpu": 3.0, "cpu_share": 0.4}))
+
+    contended()
+    assert budget.load_cached(engine._curve_key())[1]  # due again
+    assert engine.defer_cost_curve()
+    assert engine.curve_state()["meanwhile"] == "cache"
+    priced = _priced_by(monkeypatch)
+    prompt = list(range(10, 60)) * 2
+    gen = engine.generate(prompt, DecodeConfig(method="fastcoder", max_new_tokens=16))
+    assert not gen.stats.curve_pending and priced[-1].seconds == FLAT.seconds  # the old curve meanwhile
+    assert engine.measure_some(stop=lambda: False) and engine.curve_state() == {"state": "measured"}
+    saved = json.loads(path.read_text())
+    assert saved["seconds"] == engine.measured_curve().seconds != FLAT.seconds and saved["load_per_cpu"] == 0.2
+    contended()
+    now = Engine(tiny_model, tiny_tokenizer, name="tiny-due-again")
+    assert now.cost_curve().seconds != FLAT.seconds and now.curve_state() == {"state": "measured"}
 
 
 def test_a_measurement_interleaves_its_lengths_and_holds_short_ones_below_long_ones(tiny_model, monkeypatch) -> None:

@@ -103,7 +103,7 @@ def test_a_cached_curve_sets_the_chunk_when_the_engine_reads_it(tiny_model, tiny
     first._measuring = budget.CurveMeasurement(first.verifier, (300,), rounds=1)
     first.measure_some(lambda: False)  # measured and cached under the engine's key
     key = first._curve_key()
-    cached = budget.load_cached(key)
+    cached, _ = budget.load_cached(key)
     assert cached is not None and set(cached.prefill) == set(PREFILL_CHUNKS_CPU)
     assert first.verifier.prefill_chunk == cached.prefill_chunk(PREFILL_CHUNK_CPU)  # applied once measured
     # a later process reads it (the AMX Xeon's timings put in): its verifier prefills

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import sys
 import time
@@ -1885,9 +1886,11 @@ async def test_a_first_cost_curve_is_measured_after_ready_in_idle_time(tiny_mode
     message says the curve is being measured while idle (plain AR until then); the model
     thread measures it between jobs, says ready again without that, reports it in
     ``fastcoder.stats`` (``model.costCurve``) and caches it. (That generations run as AR
-    meanwhile is tests/test_budget_calibration.py's; here the tiny model's curve may be done
-    before any request could reach it.)"""
-    from lsp_server.model_host import CURVE_PENDING
+    meanwhile, then by the measurement's first round, is tests/test_budget_calibration.py's;
+    here the tiny model's curve may be done before any request could reach it.) A cached
+    curve measured under load is measured again the same way, the cached one drafting
+    meanwhile."""
+    from lsp_server.model_host import CURVE_AGAIN, CURVE_PENDING
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("FASTCODER_CACHE", str(cache))  # nothing cached: a first start
@@ -1910,6 +1913,28 @@ async def test_a_first_cost_curve_is_measured_after_ready_in_idle_time(tiny_mode
         open_doc(client, uri, BODY)
         await client.text_document_inline_completion_async(inline_params(uri, _end_of(BODY, "    result = 0")))
         assert "ar_until_curve" not in (await stats(client))["outcomes"]  # measured: the drafter runs
+    finally:
+        await client.shutdown_session()
+        await client.stop()
+    # the curve recorded as measured under load (a load of 99 a CPU, 40% of the CPU): the
+    # next server measures it again in idle time and drafts by the cached one meanwhile
+    (cached,) = (cache / "costs").glob("*.json")
+    data = json.loads(cached.read_text())
+    cached.write_text(json.dumps({**data, "load_per_cpu": 99.0, "cpu_share": 0.4}))
+    client = await start_client(tiny_model_dir, ws, NO_INDEX)
+    try:
+        await wait_ready(client, curve=False)
+        ready = [m for s, m, _ in client.statuses if s == "ready"]  # type: ignore[attr-defined]
+        assert CURVE_AGAIN in ready[0], ready
+        curve = (await stats(client))["model"]["costCurve"]
+        assert curve["state"] == "measured" or curve["meanwhile"] == "cache", curve
+        open_doc(client, uri, BODY)
+        await client.text_document_inline_completion_async(inline_params(uri, _end_of(BODY, "    result = 0")))
+        assert "ar_until_curve" not in (await stats(client))["outcomes"]  # the cached curve prices trees meanwhile
+        deadline = time.monotonic() + 60
+        while (await stats(client))["model"]["costCurve"]["state"] == "measuring" and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert json.loads(cached.read_text())["load_per_cpu"] != 99.0, "measured again and cached"
     finally:
         await client.shutdown_session()
         await client.stop()
