@@ -189,4 +189,10 @@ class KVDisk:
         self._path(name).unlink(missing_ok=True)
 
     def size_bytes(self) -> int:
-        return sum(p.stat().st_size for p in self.root.glob(f"*/*{SUFFIX}") if p.exists())
+        total = 0
+        for p in self.root.glob(f"*/*{SUFFIX}"):
+            try:
+                total += p.stat().st_size
+            except OSError:  # deleted meanwhile (another writer's trim)
+                pass
+        return total

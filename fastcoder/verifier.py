@@ -332,6 +332,13 @@ class KVState:
         self.parked = None
         self.ids = []
 
+    def detach(self) -> "KVState":
+        """What this cache holds, handed to a new state (the buffer freed once that one
+        goes); this one then holds nothing, as after :meth:`release`. Eviction keeps the
+        rows a moment longer this way, to store them (:meth:`Verifier.export_rows`)."""
+        held = KVState(self.cache, self.ids, self.parked)
+        self.cache, self.parked, self.ids = None, None, []
+        return held
 
     def truncate(self, n: int) -> None:
         """Keep the first ``n`` held tokens (rows beyond are simply overwritten later)."""

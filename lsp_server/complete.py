@@ -41,10 +41,12 @@ after the cursor that the FIM prompt had no room for (the ``reference``, up to
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -54,6 +56,7 @@ from fastcoder.sources import weight_of
 from fastcoder.stats import GenStats
 from fastcoder.stops import FENCE, StopMatcher, StopRule
 from fastcoder.tokens import TokenInfo
+from fastcoder.verifier import KVState
 from indexer.scan import is_secret_name
 from lsp_server.buffers import OpenBuffers
 from lsp_server.context import ContextBuilder, ContextState, fs_path
@@ -118,7 +121,7 @@ def keeps_kv(uri: str) -> bool:
     return path is not None and not is_secret_name(Path(path).name)
 
 
-def _log_failure(fut: "asyncio.Future[Any]") -> None:
+def _log_failure(fut: "asyncio.Future[Any] | Future[Any]") -> None:
     if not fut.cancelled() and fut.exception() is not None:
         log.warning("background job failed: %r", fut.exception())
 
@@ -196,6 +199,8 @@ class Completer:
         self._special: dict[int, set[int]] = {}
         self._reference: dict[str, tuple[str, list[int]]] = {}  # uri -> (reference text, ids)
         self.kv_disk: KVDisk | None = None  # documents' KV caches between runs (open_kv_disk)
+        registry.on_evict = self._evicted  # an evicted cache goes to disk before its rows go
+        self._disk_writer: ThreadPoolExecutor | None = None  # (_evicted)
 
     async def complete(self, doc: DocumentState, ctx: CursorContext, invoked: bool = False) -> Outcome:
         """The suggestion at ``ctx``. ``invoked``: the user asked explicitly (no debounce,
@@ -597,24 +602,47 @@ class Completer:
         given, none begun after ``deadline``, a ``time.monotonic()``); ``background``: with
         the lowest priority (a request that comes stops it between two documents). None
         without a store."""
+        return self._submit_save([(d.uri, d.session.kv, d.session.lock) for d in docs], deadline, background)
+
+    def _evicted(self, doc: DocumentState, held: KVState) -> None:
+        """Loop thread (the registry's eviction): the rows the document's main cache held
+        go to disk, so its next request reads them back (:meth:`_restore_kv`) instead of
+        prefilling its whole prompt. Written by a thread of its own, not the model thread:
+        eviction comes with another document's request, which a model-thread job would
+        delay by the write (~0.1 s), or, as a background job, cancel; the rows' memory is
+        freed once written."""
         disk = self.kv_disk
-        docs = [d for d in docs if keeps_kv(d.uri)]
-        if disk is None or not docs or self.host.engine is None:
+        if disk is None or self.host.engine is None or not keeps_kv(doc.uri):
+            return
+        if self._disk_writer is None:
+            self._disk_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fastcoder-kv-disk")
+        job = self._disk_writer.submit(self._save_kv, [(doc.uri, held, contextlib.nullcontext())], disk, None, threading.Event())
+        job.add_done_callback(_log_failure)
+
+    def _submit_save(self, entries: list[tuple[str, KVState, Any]], deadline: float | None, background: bool
+                     ) -> "asyncio.Future[Any] | None":  # fmt: skip
+        """Loop thread: :meth:`_save_kv` as a model-thread job."""
+        disk = self.kv_disk
+        entries = [e for e in entries if keeps_kv(e[0])]
+        if disk is None or not entries or self.host.engine is None:
             return None
         cancel = threading.Event()
-        job = self.host.submit(self._save_kv, docs, disk, deadline, cancel, label="save KV caches", background=background,
+        job = self.host.submit(self._save_kv, entries, disk, deadline, cancel, label="save KV caches", background=background,
                                cancel=cancel if background else None)  # fmt: skip
         job.add_done_callback(_log_failure)
         return job
 
-    def _save_kv(self, docs: list[DocumentState], disk: KVDisk, deadline: float | None, cancel: threading.Event) -> int:
+    def _save_kv(self, entries: list[tuple[str, KVState, Any]], disk: KVDisk, deadline: float | None,
+                 cancel: threading.Event) -> int:  # fmt: skip
+        """Model thread (or the eviction's writer): each (uri, cache, the lock it is read
+        under) to disk, in order."""
         engine, saved = self.host.engine, 0
-        for doc in docs:
+        for uri, kv, lock in entries:
             if engine is None or disk is not self.kv_disk or cancel.is_set() or (deadline is not None and time.monotonic() > deadline):
                 break
-            with doc.session.lock:
-                got = engine.verifier.export_rows(doc.session.kv)
-            if got is not None and disk.save(doc.uri, *got):
+            with lock:
+                got = engine.verifier.export_rows(kv)
+            if got is not None and disk.save(uri, *got):
                 saved += 1
         return saved
 
@@ -853,6 +881,7 @@ class Completer:
                 stats.yielded_s += self.host.run_waiting(exclude=doc.uri)
 
         ids = place_context(context_ids, prompt.ids, context.placement if context is not None else "first", loaded.fim, tok)
+        self._restore_kv(doc)  # evicted from memory (kvCacheMb) since: what the disk kept of it
         self.borrow_cache(doc, ids)
         gen = engine.generate(
             ids,

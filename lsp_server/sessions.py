@@ -40,6 +40,7 @@ import asyncio
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -197,6 +198,10 @@ class SessionRegistry:
         self.gate = SourceGate()  # which datastores pay their search on this device: each document's gate starts from it
         self.max_kv_documents = max_kv_documents
         self.max_kv_bytes = max_kv_bytes
+        # called (loop thread, the document's session lock held) with a document whose main
+        # KV cache eviction takes and what that cache held (``KVState.detach``): the server
+        # stores it on disk (``kvDiskMb``) before the rows go
+        self.on_evict: Callable[[DocumentState, Any], None] | None = None
 
     def open(self, uri: str, config: DecodeConfig) -> DocumentState:
         state = self._docs.get(uri)
@@ -240,6 +245,8 @@ class SessionRegistry:
             elif doc.session.lock.acquire(blocking=False):
                 try:
                     for kv in doc.session.kv_states():
+                        if kv is doc.session.kv and kv.ids and self.on_evict is not None:
+                            self.on_evict(doc, kv.detach())
                         kv.release()  # frees the static caches
                 finally:
                     doc.session.lock.release()

@@ -80,8 +80,9 @@ engine             ``{}``                       any :class:`fastcoder.config.Dec
 kvCacheMb          256                          memory for the KV caches of open documents (the most
                                                 recently used keep theirs, at most 8 documents)
 kvDiskMb           512                          CPU: disk for open documents' KV caches kept between
-                                                runs (written when a document closes and at shutdown,
-                                                read when it opens again: a reopened file's first
+                                                runs (written when a document closes, when kvCacheMb
+                                                evicts its cache and at shutdown; read when it opens
+                                                again or its evicted cache is needed: a reopened file's first
                                                 completion prefills only what changed since; under
                                                 the cache folder's kv/, least recently used first;
                                                 fastcoder/kv_disk.py). 0: off

@@ -127,3 +127,44 @@ def test_only_files_that_are_not_secrets_go_to_disk():
     for uri in ("file:///w/.env", "file:///w/.env.local", "file:///w/server.pem", "file:///home/u/.ssh/id_rsa",
                 "untitled:Untitled-1", "vscode-notebook-cell:/w/nb.ipynb#W0sZmlsZQ%3D%3D"):  # fmt: skip
         assert not keeps_kv(uri), uri
+
+
+def test_a_cache_evicted_from_memory_is_stored_and_read_back(tiny_model_dir, tmp_path: Path):
+    """``kvCacheMb`` evicts the least recently used document's cache when another document
+    needs memory: its rows go to disk then (not only at close or shutdown), and its next
+    completion reads them back and prefills only what changed."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    long_text = "".join(f"def helper_{i}(a, b):\n    value = a * {i} + b\n    return value\n\n" for i in range(40)) + TEXT
+    uris = [(ws / name).as_uri() for name in ("a.py", "b.py")]
+    before = set(_entries())
+    client = _start(tiny_model_dir, ws, "kv-evict.log", kvCacheMb=1)  # one document's cache (~1.3 MB) is over it
+    try:
+        lines = long_text.split("\n")
+        pos = {"line": len(lines) - 1, "character": len(lines[-1])}
+
+        def complete(uri: str) -> tuple[str, dict]:
+            answer = client.call("textDocument/inlineCompletion", {
+                "textDocument": {"uri": uri}, "position": pos, "context": {"triggerKind": 1}})  # fmt: skip
+            items = answer["result"]["items"] if isinstance(answer["result"], dict) else answer["result"]
+            return (items[0]["insertText"] if items else ""), _stats(client)["last"]
+
+        for uri in uris:
+            client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                                    "text": long_text}})  # fmt: skip
+        text_a, first_a = complete(uris[0])
+        assert first_a["prefillTokens"] == first_a["promptTokens"] > 1000
+        assert not set(_entries()) - before  # nothing written yet
+        complete(uris[1])  # a.py's cache is evicted for b.py's: written to disk
+        _wait(lambda: _stats(client)["server"]["kvDisk"].get("saved") == 1)
+        assert len(set(_entries()) - before) == 1
+        # a.py again, the user having typed a character: its rows come back from disk
+        client.notify("textDocument/didChange", {"textDocument": {"uri": uris[0], "version": 2}, "contentChanges": [
+            {"range": {"start": pos, "end": pos}, "text": "r"}]})  # fmt: skip
+        pos = {**pos, "character": pos["character"] + 1}
+        _text, again = complete(uris[0])
+        assert _stats(client)["server"]["kvDisk"]["restored"] == 1
+        assert again["promptTokens"] > 1000 and again["prefillTokens"] <= 3
+    finally:
+        assert client.shutdown() == 0
+        assert "Traceback" not in client.log_text(), client.log_text()[-3000:]

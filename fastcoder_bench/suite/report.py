@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -91,6 +93,18 @@ def first_diff(a: Sequence[int], b: Sequence[int]) -> int | None:
         if x != y:
             return i
     return None if len(a) == len(b) else min(len(a), len(b))
+
+
+@contextmanager
+def margins_recorded(verifier: Any) -> Iterator[None]:
+    """The verifier's steps record top-2 logit margins inside the block (an untimed re-run
+    of AR, where some method's output left AR's: the timed runs compute none)."""
+    before = verifier.record_margins
+    verifier.record_margins = True
+    try:
+        yield
+    finally:
+        verifier.record_margins = before
 
 
 def build_report(

@@ -318,18 +318,13 @@ class Harness:
         if ar is None or ar["margins"] or all(r["tokens"] == ar["tokens"] for r in results.values()):
             return
         from fastcoder.session import Session
-        from fastcoder_bench.suite.report import first_diff
+        from fastcoder_bench.suite.report import first_diff, margins_recorded
 
         variant = next(v for v in self.variants if v.name == "ar")
         engine = self.engine_for(variant)
-        verifier = engine.verifier
-        before = verifier.record_margins
-        verifier.record_margins = True
-        try:
+        with margins_recorded(engine.verifier):
             session = Session(variant.config)
             gen = engine.generate(ids, variant.config, session=session, sources=self.sources(variant, dr), stop_fn=task.stop_fn())
-        finally:
-            verifier.record_margins = before
         tokens = list(gen.tokens)
         if tokens == ar["tokens"]:
             ar["margins"] = [round(float(m), 4) for m in gen.margins[: len(tokens)]]

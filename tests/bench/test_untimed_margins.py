@@ -79,3 +79,27 @@ def test_timed_margins_are_kept_as_recorded(tiny_model, tiny_tokenizer):
     for r in rec["results"].values():
         assert len(r["margins"]) == len(r["tokens"]) > 0
     assert "margins_rerun" not in rec["results"]["ar"]
+
+
+def test_the_edit_bench_takes_ar_margins_from_an_untimed_rerun(tiny_model, tiny_tokenizer):
+    """``fastcoder bench edit`` too: its engine records no margins in the timed runs; where
+    a method's tokens differ from AR's, AR edits once more with margins (those an engine
+    recording them throughout gives); identical outputs cost no re-run."""
+    from dataclasses import replace
+
+    from fastcoder_bench.edit import run_method, untimed_ar_margins
+
+    tiny_model.float()
+    code, instruction = "def add(a, b):\n    return a + b\n", "rename b to c"
+    engine = Engine(tiny_model, tiny_tokenizer, name="tiny")
+    ar = run_method(engine, code, instruction, "ar", 8)
+    assert ar.margins == [] and len(ar.tokens) > 0  # timed: none computed
+    runs = {"ar": ar, "same": replace(ar, method="same")}
+    untimed_ar_margins(engine, code, instruction, runs, 8)
+    assert ar.margins == []  # nothing differs: no re-run
+    runs["other"] = replace(ar, method="other", tokens=ar.tokens[:-1])
+    untimed_ar_margins(engine, code, instruction, runs, 8)
+    reference = run_method(Engine(tiny_model, tiny_tokenizer, name="tiny", record_margins=True), code, instruction, "ar", 8)
+    assert reference.tokens == ar.tokens and len(ar.margins) == len(reference.margins) > 0
+    assert ar.margins == pytest.approx(reference.margins, abs=1e-3)
+    assert engine.verifier.record_margins is False
