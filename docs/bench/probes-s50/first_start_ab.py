@@ -23,6 +23,7 @@ from pathlib import Path
 
 OLD, NEW, OUT = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 ROUNDS = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+FIRST = int(os.environ.get("FIRST_ROUND", "0"))  # a later round: the other order
 PY = "/work/main/.venv/bin/python"
 CACHE = Path(os.environ.get("FASTCODER_CACHE") or Path.home() / ".cache" / "fastcoder")
 SRC = CACHE / "bench" / "src"
@@ -59,7 +60,7 @@ def one(code: Path, path: Path, function: str, out: Path) -> dict:
 
 
 rows = []
-for r in range(ROUNDS):
+for r in range(FIRST, FIRST + ROUNDS):
     for i, (path, function) in enumerate(FILES):
         order = [("old", OLD), ("new", NEW)] if (r + i) % 2 == 0 else [("new", NEW), ("old", OLD)]
         for name, code in order:
