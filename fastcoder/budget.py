@@ -634,9 +634,9 @@ class CurveMeasurement:
     ``by_length``), run in small units that can stop between any two and go on later: a
     server measures its first curve while the model thread is idle, between requests
     (:meth:`run`), instead of before its first answer. A unit is a piece of a context's
-    prefill in one chunk (:data:`PREFILL_PIECE` tokens; every length's context first, each
-    in a cache of its own; on the CPU each piece in every prefill chunk,
-    :func:`paired_prefill`) or one size's warm and timed step at one length; each round
+    prefill in one chunk (:data:`PREFILL_PIECE` tokens; each length's context, in a cache of
+    its own, right before that length's first timed unit; on the CPU each piece in every
+    prefill chunk, :func:`paired_prefill`) or one size's warm and timed step at one length; each round
     times every size at every length, the lengths interleaved, so that a slow spell of a shared
     machine falls on all of them alike. :meth:`conditions`: the process's share of its
     threads' wall time on the CPU over the units run (1.0 on a quiet machine; not judged
@@ -682,7 +682,10 @@ class CurveMeasurement:
 
     def _unit(self) -> None:
         room = max(self.ks) + 1
-        if self._filled < len(self.lengths):  # the contexts, a piece at a time (each cache sized once for all of it)
+        if self._filled <= self._li and self._filled < len(self.lengths):
+            # the context of the next length to time, a piece at a time (each cache sized once
+            # for all of it): each length's just before its first timed unit, so the first
+            # length's first round comes before the longer contexts' prefills
             n = self.lengths[self._filled]
             if n not in self._kvs:
                 vocab = int(getattr(self.verifier.model.config, "vocab_size", 1000))
@@ -750,20 +753,25 @@ class CurveMeasurement:
 
     @property
     def provisional_ready(self) -> bool:
-        """Whether :meth:`provisional` has a curve."""
-        return self._round >= 1
+        """Whether :meth:`provisional` has a curve (the first length's first round is timed)."""
+        return self._round >= 1 or self._li >= 1
 
     def provisional(self) -> CostCurve | None:
-        """The curve from the rounds timed so far, once every size was timed at every
-        length (the first round: about half the measurement's units on a 2-vCPU CPU, where
-        every context is prefilled before it), else None: one sample a size, so a slow
-        spell can price a size higher or lower than :meth:`curve` will; a server prices
-        trees by it until the measurement is done, instead of drafting nothing."""
+        """The curve from the units timed so far, once every size was timed at the first
+        length, else None: the lengths not timed yet are left out (the first length's
+        curve then stands for every length, as :meth:`CostCurve.at` takes it). The first
+        length's context and round come first (its prefill and 7 timed units of the 90
+        on a 2-vCPU CPU, ~2-4 s), every length's after the longer contexts' prefills (~14
+        s); one sample a size, so a slow spell can price a size higher or lower than
+        :meth:`curve` will. A server prices trees by it until the measurement is done,
+        instead of drafting nothing."""
         return self._curve() if self.provisional_ready else None
 
     def _curve(self) -> CostCurve:
         per = {}
         for n, best in self.best.items():
+            if not all(x < float("inf") for x in best):
+                continue  # (provisional) not timed yet
             best = list(best)
             for j in range(1, len(best)):
                 best[j] = max(best[j], best[j - 1])
@@ -777,7 +785,7 @@ class CurveMeasurement:
             longer = per[n]
         first = self.lengths[0]
         prefill = paired_prefill(self._pieces)
-        return CostCurve(self.ks, per[first], first, by_length={n: per[n] for n in self.lengths[1:]}, padded=self.padded,
+        return CostCurve(self.ks, per[first], first, by_length={n: per[n] for n in self.lengths[1:] if n in per}, padded=self.padded,
                          prefill=prefill)  # fmt: skip
 
     def conditions(self) -> dict:

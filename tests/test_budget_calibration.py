@@ -428,13 +428,20 @@ def test_a_deferred_measurement_prices_trees_by_its_first_round(tiny_model, tiny
     priced = _priced_by(monkeypatch)
     assert engine.curve_state()["meanwhile"] == "none" and m.provisional() is None
     assert engine.generate(prompt, DecodeConfig(method="fastcoder", max_new_tokens=16)).stats.curve_pending
+    assert len(m.lengths) > 1
     assert not engine.measure_some(stop=lambda: m.provisional_ready)
+    # the first length's context and round only: the longer contexts are not prefilled yet
+    assert set(m._kvs) == {m.lengths[0]} and m.units_done < m.units_total / 4
     state = engine.curve_state()
     assert state["state"] == "measuring" and state["meanwhile"] == "provisional" and state["units"][0] < state["units"][1]
     gen = engine.generate(prompt, DecodeConfig(method="fastcoder", max_new_tokens=16))
     assert not gen.stats.curve_pending and gen.tokens == ar
     first = priced[-1]
-    assert first is not None and first.seconds == m.provisional().seconds and set(first.by_length) == set(m.lengths[1:])
+    assert first is not None and first.seconds == m.provisional().seconds and first.by_length == {}  # (at() then takes it for every length)
+    assert not engine.measure_some(stop=lambda: m._round >= 1)  # the first round at every length
+    assert set(m.provisional().by_length) == set(m.lengths[1:])
+    assert engine.generate(prompt, DecodeConfig(method="fastcoder", max_new_tokens=16)).tokens == ar
+    assert priced[-1].by_length.keys() == set(m.lengths[1:])
     assert engine.measured_curve() is None  # (not the machine's curve yet: nothing cached, no prefill chunk chosen)
     assert engine.measure_some(stop=lambda: False) and engine.curve_state() == {"state": "measured"}
     assert engine.generate(prompt, DecodeConfig(method="fastcoder", max_new_tokens=16)).tokens == ar

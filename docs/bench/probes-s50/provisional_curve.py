@@ -1,4 +1,5 @@
-"""How close a cost-curve measurement's first round (``CurveMeasurement.provisional``, what a
+"""How close a cost-curve measurement's first round (fiftieth session; the second run with
+each length's context prefilled right before its first timed unit) (``CurveMeasurement.provisional``, what a
 first-start server prices trees by until the measurement is done) comes to the finished
 curve, and how much of the measurement's time it takes: the real model, the measurement a
 server runs (``usable_lengths``, 5 rounds), ``REPEATS`` times in one process.
@@ -21,13 +22,15 @@ for r in range(REPEATS):
     m = CurveMeasurement(engine.verifier, usable_lengths(engine.verifier))
     t0 = time.perf_counter()
     m.run(stop=lambda: m.provisional_ready)
+    t_one, units_one = time.perf_counter() - t0, m.units_done
+    m.run(stop=lambda: m._round >= 1)
     t_first, units_first = time.perf_counter() - t0, m.units_done
     first = m.provisional()
     m.run()
     t_all = time.perf_counter() - t0
     final = m.curve()
-    print(f"repeat {r}: first round after {t_first:5.1f} s ({units_first} of {m.units_total} units), whole {t_all:5.1f} s; "
-          f"load {os.getloadavg()[0]:.2f}")
+    print(f"repeat {r}: the first length's first round after {t_one:5.1f} s ({units_one} units), every length's after "
+          f"{t_first:5.1f} s ({units_first} of {m.units_total} units), whole {t_all:5.1f} s; load {os.getloadavg()[0]:.2f}")
     for n in m.lengths:
         a = first.seconds if n == first.context_len else first.by_length[n]
         b = final.seconds if n == final.context_len else final.by_length[n]
