@@ -141,9 +141,9 @@ class Engine:
         a unit at a time (:meth:`measure_some`, in the caller's idle time), instead of now
         (~20-30 s for Qwen2.5-Coder-0.5B on a 2-vCPU CPU). Until it is measured, a
         generation whose drafter needs the curve is priced by the old curve, else by the
-        measurement's first round once it is timed (:meth:`CurveMeasurement.provisional`),
-        else runs as plain AR (the same tokens; ``GenStats.curve_pending``). True when
-        deferred."""
+        measurement's first round once it is timed at its first length
+        (:meth:`CurveMeasurement.provisional`), else runs as plain AR (the same tokens;
+        ``GenStats.curve_pending``). True when deferred."""
         with self._curve_lock:
             if self._read_cached() is not None and not self._stale:
                 return False
