@@ -586,9 +586,11 @@ async def test_cancel_request_answers_request_cancelled(slow_client: LanguageCli
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             info = await stats(client)
-            if info["model"]["busy"] is None and info["last"]["stopReason"] == "cancelled":
+            last = info["last"] or {}  # (None until the model thread has recorded a generation)
+            if info["model"]["busy"] is None and last.get("stopReason") == "cancelled":
                 break
             await asyncio.sleep(0.05)
+        assert info["last"] is not None, ("no generation recorded", info["model"], info["outcomes"])
         assert info["last"]["stopReason"] == "cancelled" and info["last"]["newTokens"] < 4000, info["last"]
         assert info["outcomes"]["cancelled"] == 2
     finally:
@@ -1883,7 +1885,7 @@ async def test_a_docstring_between_auto_closed_triple_quotes_takes_lines(docstri
 
 async def test_a_first_cost_curve_is_measured_after_ready_in_idle_time(tiny_model_dir, tmp_path, monkeypatch):
     """With no cost curve cached (a first start), the server is ready before it: its ready
-    message says the curve is being measured while idle (plain AR until then); the model
+    message says the curve is being measured while idle (plain AR until its first round); the model
     thread measures it between jobs, says ready again without that, reports it in
     ``fastcoder.stats`` (``model.costCurve``) and caches it. (That generations run as AR
     meanwhile, then by the measurement's first round, is tests/test_budget_calibration.py's;
