@@ -385,7 +385,10 @@ class Completer:
         if doc.inflight is inflight:
             doc.inflight = None
             self.registry.enforce()  # the KV limits, now that this document's cache may go
-        if fut.cancelled() or fut.exception() is not None:
+        if fut.cancelled():
+            return
+        if fut.exception() is not None:  # (its request may be answered already, by a cancel: said here)
+            log.warning("generation for %s failed: %r", doc.uri, fut.exception())
             return
         text, _stats = fut.result()
         if text is None:

@@ -563,7 +563,7 @@ async def test_cancel_request_answers_request_cancelled(slow_client: LanguageCli
         # wait until the model thread works on it (stats are answered meanwhile)
         while not running.done():
             busy = (await stats(client))["model"]["busy"]
-            if busy and busy["task"] == f"completion {uri}":
+            if busy and busy["task"] == f"completion {uri}" and busy["seconds"] >= 0.3:  # (into its decode)
                 break
         assert not running.done(), "the generation finished before it could be cancelled"
         # a request queued behind the running generation (the model runs one at a time)
